@@ -1,0 +1,49 @@
+# make book       — virtual environment, every dependency, the HTML book with every chapter executed
+# make test       — the same, then the whole test suite (unit, book, notebooks, browser)
+# make notebooks  — one .ipynb per chapter for Colab/Binder, in _build/notebooks/
+# make serve      — preview _build/html on http://127.0.0.1:8000
+
+PYTHON      ?= python3
+VENV        ?= .venv
+VENV_FLAGS  ?=
+CONSTRAINTS ?= constraints.txt
+BIN         := $(VENV)/bin
+SUDO        := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+PORT        ?= 8000
+
+.PHONY: venv book test notebooks serve browser clean
+
+$(BIN)/.installed: requirements.txt requirements-dev.txt constraints.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV_FLAGS) $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q $(if $(CONSTRAINTS),-c $(CONSTRAINTS)) -r requirements-dev.txt
+	touch $@
+
+venv: $(BIN)/.installed
+
+# jupyter-cache keys on cell source only, so a change under code/ (or the requirements)
+# must drop the cache and Sphinx's doctrees: every chapter then re-executes.
+book: venv
+	@mkdir -p _build
+	@key=$$(find code requirements.txt requirements-dev.txt -type f \( -name '*.py' -o -name '*.js' -o -name '*.css' -o -name '*.txt' \) | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16); \
+	if [ "$$key" != "$$(cat _build/.code-key 2>/dev/null)" ]; then \
+	  echo "code/ changed (key $$key): re-executing every chapter"; \
+	  rm -rf _build/.jupyter_cache _build/.doctrees _build/html; \
+	fi; \
+	$(BIN)/jupyter-book build . --warningiserror --nitpick --keep-going && echo "$$key" > _build/.code-key
+
+browser:
+	@command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium fonts-noto-cjk; }
+
+notebooks: venv
+	$(BIN)/python code/booktools/notebooks.py --out _build/notebooks
+
+test: book browser notebooks
+	$(BIN)/python -m pytest
+
+serve:
+	$(BIN)/python -m http.server $(PORT) --bind 127.0.0.1 --directory _build/html
+
+clean:
+	rm -rf _build

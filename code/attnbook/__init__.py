@@ -1,0 +1,29 @@
+"""attnbook: every component of 《注意力机制：从 Softmax 到 Transformer》, tested against independent references.
+
+Shape legend used in every docstring: B batch, H heads, T (Tq, Tk) sequence lengths, D feature size.
+Masks are boolean with True = may attend / keep (as in ``torch.nn.functional.scaled_dot_product_attention``).
+"""
+
+from .book import device_name, pick_device, provenance, seed_everything, start_chapter
+from .softmax import (
+    entmax15,
+    entropy,
+    log_softmax,
+    logsumexp,
+    masked_softmax,
+    naive_softmax,
+    softmax,
+    softmax_jacobian,
+    sparsemax,
+    topk_softmax,
+)
+from .widgets import SoftmaxTemperatureWidget
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "device_name", "pick_device", "provenance", "seed_everything", "start_chapter",
+    "entmax15", "entropy", "log_softmax", "logsumexp", "masked_softmax", "naive_softmax", "softmax",
+    "softmax_jacobian", "sparsemax", "topk_softmax",
+    "SoftmaxTemperatureWidget",
+]

@@ -1,0 +1,70 @@
+"""Sphinx extension (local to this book): make the HTML work offline and point Colab at notebooks.
+
+- MathJax 3 is copied from the installed ``mathjax`` package (PyPI: django-static-mathjax) into
+  ``_static/mathjax`` of the output and loaded from there, never from a CDN.
+- sphinx-thebe, which Jupyter Book always loads, is dropped from every page: we do not use thebe,
+  and its inline ``const THEBE_JS_URL`` is declared twice on a page (a console error).
+- The Colab launch button opens the generated notebook (``make notebooks``) on the branch named by
+  ``attnbook_notebooks_branch``; Colab cannot open the MyST ``.md`` sources.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+MATHJAX_DIRS = ("input", "output/chtml", "a11y", "ui", "adaptors", "sre")  # what tex-chtml.js may load
+MATHJAX_ENTRY = "tex-chtml.js"
+
+
+def _mathjax_source() -> Path:
+    import mathjax  # shipped by django-static-mathjax
+
+    return Path(mathjax.__file__).parent / "static" / "mathjax" / "es5"
+
+
+def _copy_mathjax(app, exception):
+    if exception is not None or app.builder.format != "html":
+        return
+    src, dst = _mathjax_source(), Path(app.outdir) / "_static" / "mathjax"
+    dst.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(src / MATHJAX_ENTRY, dst / MATHJAX_ENTRY)
+    for sub in MATHJAX_DIRS:
+        shutil.copytree(src / sub, dst / sub, dirs_exist_ok=True)
+
+
+def _is_thebe(js) -> bool:
+    name = str(getattr(js, "filename", js) or "")
+    body = getattr(js, "attributes", {}).get("body", "") or ""
+    return "thebe" in name.lower() or "THEBE_JS_URL" in body
+
+
+def _strip_thebe(app, pagename, templatename, context, doctree):
+    if "script_files" in context:
+        context["script_files"] = [js for js in context["script_files"] if not _is_thebe(js)]
+
+
+def _colab_to_notebooks(app, pagename, templatename, context, doctree):
+    branch = app.config.attnbook_notebooks_branch
+    if not branch:
+        return
+    for group in context.get("header_buttons", []):
+        for button in group.get("buttons", []) if isinstance(group, dict) else []:
+            url = button.get("url", "")
+            if "colab.research.google.com" in url:
+                head, _, tail = url.partition("/blob/")
+                path = tail.split("/", 1)[1] if "/" in tail else tail
+                button["url"] = f"{head}/blob/{branch}/{Path(path).with_suffix('.ipynb')}"
+
+
+def _set_mathjax_path(app, config):
+    config.mathjax_path = f"mathjax/{MATHJAX_ENTRY}"  # relative to _static/
+
+
+def setup(app):
+    app.add_config_value("attnbook_notebooks_branch", "", "html")
+    app.connect("config-inited", _set_mathjax_path, priority=900)
+    app.connect("html-page-context", _strip_thebe, priority=900)
+    app.connect("html-page-context", _colab_to_notebooks, priority=900)
+    app.connect("build-finished", _copy_mathjax)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
