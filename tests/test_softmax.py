@@ -6,10 +6,12 @@ import math
 import entmax
 import pytest
 import torch
+import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attnbook.softmax import (
+    cross_entropy,
     entmax15,
     entropy,
     log_softmax,
@@ -171,6 +173,53 @@ def test_logsumexp_matches_torch(dtype, dim, keepdim):
 def test_logsumexp_infinities_match_torch():
     x = torch.tensor([[-math.inf, -math.inf], [math.inf, 0.0], [-math.inf, 1.0]])
     torch.testing.assert_close(logsumexp(x), torch.logsumexp(x, -1))
+
+
+# ---------------------------------------------------------------- cross_entropy
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(7, 5), (2, 3, 4), (5,)])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_matches_torch(dtype, shape, reduction):
+    x = (3 * torch.randn(shape, generator=gen(30), dtype=F64)).to(dtype)
+    y = torch.randint(0, shape[-1], shape[:-1], generator=gen(31))
+    ours = cross_entropy(x, y, reduction)
+    # torch wants the class dimension second: (N, C, d1, ...) and (N, d1, ...).
+    ref = F.cross_entropy(x.to(F64).movedim(-1, 1) if x.dim() > 1 else x.to(F64), y,
+                          reduction=reduction)
+    assert ours.dtype == dtype and ours.shape == ref.shape
+    close(ours, ref, dtype, LOG_TOL)
+
+
+def test_cross_entropy_gradient_is_p_minus_onehot():
+    x = (4 * torch.randn(6, 5, generator=gen(32), dtype=F64)).requires_grad_(True)
+    y = torch.randint(0, 5, (6,), generator=gen(33))
+    cross_entropy(x, y, "sum").backward()
+    expected = torch.softmax(x.detach(), -1) - F.one_hot(y, 5).to(F64)
+    torch.testing.assert_close(x.grad, expected, rtol=1e-12, atol=1e-14)
+    assert torch.autograd.gradcheck(lambda t: cross_entropy(t, y), (x.detach().requires_grad_(True),))
+
+
+def test_cross_entropy_extreme_logits():
+    # p_y = exp(-1e4) underflows: log(softmax) gives inf, the fused loss gives 1e4.
+    x = torch.tensor([[1e4, 0.0], [0.0, 1e4]])
+    y = torch.tensor([1, 1])
+    torch.testing.assert_close(cross_entropy(x, y, "none"), torch.tensor([1e4, 0.0]))
+    assert torch.isinf(-torch.log(torch.softmax(x, -1))[0, 1])
+
+
+@pytest.mark.parametrize(
+    "target,match",
+    [(torch.tensor([0, 1, 2.0]), "int64"), (torch.tensor([0, 1], dtype=torch.int32), "int32"),
+     ([0, 1, 2], "list"), (torch.tensor([0, 1]), r"\(2,\).*\(3, 4\)"),
+     (torch.tensor([0, 4, 1]), r"\[0, 4\).*max 4"), (torch.tensor([-1, 0, 1]), "min -1")],
+)
+def test_cross_entropy_bad_target(target, match):
+    with pytest.raises(ValueError, match=match):
+        cross_entropy(torch.zeros(3, 4), target)
+    with pytest.raises(ValueError, match="reduction"):
+        cross_entropy(torch.zeros(3, 4), torch.zeros(3, dtype=torch.int64), "avg")
 
 
 # ---------------------------------------------------------------- masked_softmax

@@ -1,0 +1,82 @@
+"""Generated notebooks (make notebooks): install cell, plain Markdown, and a clean top-to-bottom run."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+from nbclient import NotebookClient
+
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "code" / "booktools"))
+import notebooks  # noqa: E402
+
+OUT = ROOT / "_build" / "notebooks"
+CHAPTERS = notebooks.chapter_sources()
+
+
+def _generated(chapter: Path) -> Path:
+    path = OUT / chapter.relative_to(ROOT).with_suffix(".ipynb")
+    if not path.exists():
+        pytest.fail(f"{path} is missing: run `make notebooks` (make test does)")
+    return path
+
+
+def test_every_chapter_has_a_notebook():
+    assert CHAPTERS, "no executable chapter found in _toc.yml"
+    for chapter in CHAPTERS:
+        _generated(chapter)
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
+def test_first_cell_installs_the_package_from_the_configured_repository(chapter):
+    nb = nbformat.read(_generated(chapter), as_version=4)
+    repo = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))["repository"]
+    first = nb.cells[0]
+    assert first.cell_type == "code"
+    assert 'find_spec("attnbook") is None' in first.source
+    assert f"git+{repo['url'].rstrip('/')}.git@{repo['branch']}" in first.source
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
+def test_markdown_has_no_sphinx_only_syntax_left(chapter):
+    nb = nbformat.read(_generated(chapter), as_version=4)
+    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    for token in ("{glue", "{exercise}", "{solution}", "{literalinclude}", "{cite}", ":::{", "{ref}"):
+        assert token not in text, token
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
+def test_notebook_runs_top_to_bottom_in_a_fresh_kernel(chapter, tmp_path):
+    nb = nbformat.read(_generated(chapter), as_version=4)
+    # Run from an empty folder: a notebook on Colab has no repository checkout beside it.
+    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+              if o.output_type == "error"]
+    assert errors == []
+
+
+def test_literalinclude_becomes_the_exact_source():
+    module = importlib.import_module("attnbook.softmax")  # attnbook.softmax is also the function
+
+    text = "```{literalinclude} ../code/attnbook/softmax.py\n:pyobject: softmax\n:language: python\n```"
+    out = notebooks.to_plain_markdown(text, ROOT / "chapters" / "softmax.md")
+    assert out == f"```python\n{inspect.getsource(module.softmax).rstrip()}\n```"
+
+
+def test_directives_and_roles_become_plain_markdown():
+    text = (":::{exercise}\n:label: ex-a\n\n求 $x$ {cite}`bridle1990probabilistic`。\n:::\n\n"
+            ":::{solution} ex-a\n:class: dropdown\n\n答案是 {glue:text}`p_max:.3f`。\n:::\n\n"
+            ":::{admonition} 勘误\n:class: warning\n\n原文有误。\n:::")
+    out = notebooks.to_plain_markdown(text, ROOT / "chapters" / "softmax.md")
+    assert "**练习**" in out and "[bridle1990probabilistic]" in out
+    assert "<details><summary>解答</summary>" in out and "`p_max`" in out
+    assert "> **勘误**" in out and "> 原文有误。" in out
+    assert ":label:" not in out and ":class:" not in out
