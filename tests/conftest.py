@@ -7,6 +7,7 @@ import http.server
 import shutil
 import threading
 from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
 
@@ -57,3 +58,27 @@ def browser():
 def chapter_pages(html: Path) -> list[Path]:
     """Every HTML page of the book proper (not Sphinx's search/index pages)."""
     return sorted(p for p in (html / "chapters").rglob("*.html"))
+
+
+LOCAL_SCHEMES = {"data", "blob", "about"}
+
+
+def visit(browser, url):
+    """Load a page; return (page, console errors, requests to other hosts)."""
+    page = browser.new_page()
+    errors, foreign = [], []
+    page.on("console", lambda m: m.type == "error" and errors.append(m.text))
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("requestfailed", lambda r: errors.append(f"request failed: {r.url}"))
+    page.on("response", lambda r: r.status >= 400 and errors.append(f"{r.status} {r.url}"))
+
+    def on_request(request):
+        parsed = urlparse(request.url)
+        if parsed.scheme not in LOCAL_SCHEMES and parsed.hostname != "127.0.0.1":
+            foreign.append(request.url)
+
+    page.on("request", on_request)
+    page.goto(url, wait_until="networkidle")
+    page.wait_for_function("() => !window.MathJax || !MathJax.startup || MathJax.startup.promise")
+    page.evaluate("() => window.MathJax && MathJax.startup ? MathJax.startup.promise : null")
+    return page, errors, foreign

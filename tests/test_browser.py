@@ -2,36 +2,12 @@
 
 from __future__ import annotations
 
-from urllib.parse import urlparse
-
 import pytest
 import torch
 
-from conftest import chapter_pages
+from conftest import chapter_pages, visit
 
 pytestmark = [pytest.mark.book, pytest.mark.browser]
-LOCAL_SCHEMES = {"data", "blob", "about"}
-
-
-def _visit(browser, url):
-    """Load a page; return (page, console errors, requests to other hosts)."""
-    page = browser.new_page()
-    errors, foreign = [], []
-    page.on("console", lambda m: m.type == "error" and errors.append(m.text))
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("requestfailed", lambda r: errors.append(f"request failed: {r.url}"))
-    page.on("response", lambda r: r.status >= 400 and errors.append(f"{r.status} {r.url}"))
-
-    def on_request(request):
-        parsed = urlparse(request.url)
-        if parsed.scheme not in LOCAL_SCHEMES and parsed.hostname != "127.0.0.1":
-            foreign.append(request.url)
-
-    page.on("request", on_request)
-    page.goto(url, wait_until="networkidle")
-    page.wait_for_function("() => !window.MathJax || !MathJax.startup || MathJax.startup.promise")
-    page.evaluate("() => window.MathJax && MathJax.startup ? MathJax.startup.promise : null")
-    return page, errors, foreign
 
 
 def _pages(built_html):
@@ -42,7 +18,7 @@ def _pages(built_html):
 def test_every_page_loads_offline_without_console_errors(browser, book_url, built_html):
     report = {}
     for rel in _pages(built_html):
-        page, errors, foreign = _visit(browser, f"{book_url}/{rel}")
+        page, errors, foreign = visit(browser, f"{book_url}/{rel}")
         images = page.evaluate("() => [...document.images].filter(i => !(i.complete && i.naturalWidth > 0))"
                                ".map(i => i.src)")
         raw_tex = page.evaluate("() => document.querySelectorAll('.math:not(:has(mjx-container))').length")
@@ -59,7 +35,7 @@ def test_every_page_loads_offline_without_console_errors(browser, book_url, buil
 
 
 def test_temperature_slider_redraws_the_chart_without_a_kernel(browser, book_url):
-    page, errors, foreign = _visit(browser, f"{book_url}/chapters/softmax.html")
+    page, errors, foreign = visit(browser, f"{book_url}/chapters/softmax.html")
     widget = page.locator('[data-widget="SoftmaxTemperatureWidget"]').first
     widget.scroll_into_view_if_needed()
     logits = page.evaluate("""el => JSON.parse(el.nextElementSibling.nextElementSibling.textContent
