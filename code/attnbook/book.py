@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import datetime
 import html
+import json
 import os
 import platform
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
@@ -60,7 +61,9 @@ class Provenance:
                 f"用时 {self.seconds:.1f} s · {self.date}")
 
     def _repr_html_(self) -> str:
-        return f'<p class="attnbook-provenance">{html.escape(str(self))}</p>'
+        # data-record is read back by the book's provenance page (code/booktools/provenance_page.py).
+        record = html.escape(json.dumps(asdict(self), ensure_ascii=False))
+        return f'<p class="attnbook-provenance" data-record="{record}">{html.escape(str(self))}</p>'
 
 
 def provenance() -> Provenance:
