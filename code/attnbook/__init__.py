@@ -6,6 +6,7 @@ Masks are boolean with True = may attend / keep (as in ``torch.nn.functional.sca
 
 from .book import device_name, pick_device, provenance, seed_everything, start_chapter
 from .softmax import (
+    cross_entropy,
     entmax15,
     entropy,
     log_softmax,
@@ -23,7 +24,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "device_name", "pick_device", "provenance", "seed_everything", "start_chapter",
-    "entmax15", "entropy", "log_softmax", "logsumexp", "masked_softmax", "naive_softmax", "softmax",
-    "softmax_jacobian", "sparsemax", "topk_softmax",
+    "cross_entropy", "entmax15", "entropy", "log_softmax", "logsumexp", "masked_softmax",
+    "naive_softmax", "softmax", "softmax_jacobian", "sparsemax", "topk_softmax",
     "SoftmaxTemperatureWidget",
 ]

@@ -18,6 +18,7 @@ __all__ = [
     "softmax",
     "logsumexp",
     "log_softmax",
+    "cross_entropy",
     "masked_softmax",
     "topk_softmax",
     "sparsemax",
@@ -144,6 +145,37 @@ def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
     dim = _check(x, dim)
     zs, lse = _logsumexp_shifted(_up(x), dim)
     return (zs - lse).to(x.dtype)
+
+
+def cross_entropy(logits: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+    """Softmax cross-entropy fused through the log domain: -log softmax(z)_y.
+
+    Formula: loss = logsumexp(z) - z_y;  d loss / dz = softmax(z) - onehot(y)
+
+    Never forms log(softmax(z)), which is -inf once p_y underflows to 0.
+
+    Shape:
+        logits: (..., n); target: (...) int64 class indices in [0, n)
+        -> () for reduction "mean" or "sum", (...) for "none"; logits' dtype.
+    """
+    dim = _check(logits, -1, "logits")
+    if not isinstance(target, Tensor) or target.dtype != torch.int64:
+        got = target.dtype if isinstance(target, Tensor) else type(target).__name__
+        raise ValueError(f"target must be an int64 tensor of class indices, got {got}")
+    if target.shape != logits.shape[:-1]:
+        raise ValueError(f"target of shape {tuple(target.shape)} does not match logits of "
+                         f"shape {tuple(logits.shape)} without the last (class) dimension")
+    n = logits.size(-1)
+    if target.numel() and not bool(((target >= 0) & (target < n)).all()):
+        raise ValueError(f"target values must lie in [0, {n}), got min {int(target.min())}, "
+                         f"max {int(target.max())}")
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    zs, lse = _logsumexp_shifted(_up(logits), dim)
+    loss = (lse - zs.gather(dim, target.unsqueeze(dim))).squeeze(dim)  # the shift m cancels
+    if reduction != "none":
+        loss = loss.mean() if reduction == "mean" else loss.sum()
+    return loss.to(logits.dtype)
 
 
 def masked_softmax(scores: Tensor, mask: Tensor, dim: int = -1) -> Tensor:
