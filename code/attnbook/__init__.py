@@ -4,7 +4,15 @@ Shape legend used in every docstring: B batch, H heads, T (Tq, Tk) sequence leng
 Masks are boolean with True = may attend / keep (as in ``torch.nn.functional.scaled_dot_product_attention``).
 """
 
+from .attention import (
+    ManualAttentionFunction,
+    SelfAttention,
+    attention_backward,
+    manual_attention,
+    scaled_dot_product_attention,
+)
 from .book import device_name, pick_device, provenance, seed_everything, start_chapter
+from .masks import causal_mask, combine_masks, padding_mask, padding_to_attention_mask
 from .softmax import (
     cross_entropy,
     entmax15,
@@ -18,7 +26,7 @@ from .softmax import (
     sparsemax,
     topk_softmax,
 )
-from .widgets import SoftmaxTemperatureWidget
+from .widgets import DkScalingWidget, SoftmaxTemperatureWidget
 
 __version__ = "0.1.0"
 
@@ -27,4 +35,8 @@ __all__ = [
     "cross_entropy", "entmax15", "entropy", "log_softmax", "logsumexp", "masked_softmax",
     "naive_softmax", "softmax", "softmax_jacobian", "sparsemax", "topk_softmax",
     "SoftmaxTemperatureWidget",
+    "ManualAttentionFunction", "SelfAttention", "attention_backward", "manual_attention",
+    "scaled_dot_product_attention",
+    "causal_mask", "combine_masks", "padding_mask", "padding_to_attention_mask",
+    "DkScalingWidget",
 ]

@@ -1,6 +1,7 @@
 """Interactive figures that work in a live kernel (anywidget) and on the static HTML page (no kernel)."""
 
+from .dk_scaling import DkScalingWidget
 from .softmax_temperature import SoftmaxTemperatureWidget
 from .static import StaticFallbackWidget
 
-__all__ = ["SoftmaxTemperatureWidget", "StaticFallbackWidget"]
+__all__ = ["DkScalingWidget", "SoftmaxTemperatureWidget", "StaticFallbackWidget"]

@@ -1,0 +1,240 @@
+"""Scaled dot-product attention, its manual backward and SelfAttention, against torch references."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.autograd import gradcheck, gradgradcheck
+
+import attnbook
+from attnbook import attention_backward, manual_attention, scaled_dot_product_attention
+
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+def _qkv(batch, tq, tk, d, dv, dtype=torch.float64, device="cpu", seed=0, requires_grad=False):
+    g = torch.Generator().manual_seed(seed)
+    make = lambda *s: torch.randn(*s, generator=g, dtype=dtype).to(device).requires_grad_(requires_grad)  # noqa: E731
+    return make(*batch, tq, d), make(*batch, tk, d), make(*batch, tk, dv)
+
+
+def _random_mask(shape, seed=1, p=0.6):
+    g = torch.Generator().manual_seed(seed)
+    m = torch.rand(*shape, generator=g) < p
+    m[..., 0] = True  # every query keeps at least one key
+    return m
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("batch", [(), (3,), (2, 4)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_matches_torch_sdpa_without_mask(batch, dtype, device):
+    q, k, v = _qkv(batch, 5, 7, 8, 3, dtype, device)
+    out, w = scaled_dot_product_attention(q, k, v)
+    ref = F.scaled_dot_product_attention(q, k, v)
+    tol = dict(rtol=1e-5, atol=1e-6) if dtype == torch.float32 else dict(rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(out, ref, **tol)
+    # the weights, against softmax of the explicitly scaled scores
+    ref_w = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(8), dim=-1)
+    torch.testing.assert_close(w, ref_w, **tol)
+    assert out.device == q.device and out.dtype == dtype
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_inputs_with_a_cpu_mask_match_torch():
+    q, k, v = _qkv((2,), 5, 5, 4, 3, device="cuda")
+    out, _ = scaled_dot_product_attention(q, k, v, mask=attnbook.causal_mask(5))
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, is_causal=True))
+    assert out.is_cuda
+
+
+@pytest.mark.parametrize("batch, mask_shape", [((), (5, 7)), ((3,), (3, 5, 7)), ((2, 4), (2, 1, 5, 7)),
+                                               ((2, 4), (7,)), ((2, 4), (2, 4, 1, 7))])
+def test_matches_torch_sdpa_with_broadcast_boolean_mask(batch, mask_shape):
+    q, k, v = _qkv(batch, 5, 7, 8, 3)
+    mask = _random_mask(mask_shape)
+    out, w = scaled_dot_product_attention(q, k, v, mask=mask)
+    ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask.expand(*batch, 5, 7))  # torch wants >= 2-D
+    torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
+    assert bool((w[~mask.expand_as(w)] == 0).all())  # masked weights are exactly 0
+    torch.testing.assert_close(w.sum(-1), torch.ones_like(w.sum(-1)))
+
+
+@pytest.mark.parametrize("scale", [0.05, 1.0, 3.0])
+def test_scale_matches_torch(scale):
+    q, k, v = _qkv((2,), 4, 6, 5, 2)
+    out, _ = scaled_dot_product_attention(q, k, v, scale=scale)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, scale=scale), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("batch", [(), (2, 3)])
+def test_causal_mask_is_torch_is_causal(batch):
+    q, k, v = _qkv(batch, 6, 6, 4, 4)
+    out, w = scaled_dot_product_attention(q, k, v, mask=attnbook.causal_mask(6))
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, is_causal=True),
+                               rtol=1e-12, atol=1e-12)
+    assert bool((w.triu(1) == 0).all())
+    # the first query sees only the first key: its output is v_1 exactly
+    torch.testing.assert_close(out[..., 0, :], v[..., 0, :], rtol=0, atol=1e-14)
+
+
+def test_fully_masked_query_gives_zero_weights_and_output_and_no_nan_gradient():
+    q, k, v = _qkv((2,), 4, 5, 3, 2, requires_grad=True)
+    mask = _random_mask((2, 4, 5))
+    mask[0, 2] = False  # query 2 of batch 0 may attend to nothing
+    out, w = scaled_dot_product_attention(q, k, v, mask=mask)
+    assert bool((w[0, 2] == 0).all()) and bool((out[0, 2] == 0).all())
+    assert not out.isnan().any() and not w.isnan().any()
+    # the other rows are ordinary attention: compare with torch on them only
+    ref = F.scaled_dot_product_attention(q.detach(), k.detach(), v.detach(), attn_mask=mask)
+    keep = torch.ones(2, 4, dtype=torch.bool)
+    keep[0, 2] = False
+    torch.testing.assert_close(out.detach()[keep], ref[keep], rtol=1e-12, atol=1e-12)
+    out.sum().backward()
+    assert bool((q.grad[0, 2] == 0).all())
+    assert all(torch.isfinite(t.grad).all() for t in (q, k, v))
+
+
+def _autograd_grads(q, k, v, g, mask=None, scale=None):
+    out, _ = scaled_dot_product_attention(q, k, v, mask=mask, scale=scale)
+    return torch.autograd.grad(out, (q, k, v), g)
+
+
+@pytest.mark.parametrize("case", ["plain", "mask", "empty-row", "scale", "broadcast-kv", "unbatched"])
+def test_manual_backward_equals_autograd_float64(case):
+    batch, kv_batch = (2, 3), (2, 3)
+    if case == "broadcast-kv":
+        kv_batch = (2, 1)  # k, v shared by the 3 "heads": their gradients sum over them
+    if case == "unbatched":
+        batch = kv_batch = ()
+    q, _, _ = _qkv(batch, 4, 6, 5, 3, seed=0, requires_grad=True)
+    _, k, v = _qkv(kv_batch, 4, 6, 5, 3, seed=1, requires_grad=True)
+    mask, scale = None, None
+    if case in ("mask", "empty-row"):
+        mask = _random_mask((2, 3, 4, 6))
+        if case == "empty-row":
+            mask[1, 0, 3] = False
+    if case == "scale":
+        scale = 0.7
+    g = torch.randn(*torch.broadcast_shapes(batch, kv_batch), 4, 3, dtype=torch.float64,
+                    generator=torch.Generator().manual_seed(5))
+    manual = attention_backward(q.detach(), k.detach(), v.detach(), g, mask=mask, scale=scale)
+    auto = _autograd_grads(q, k, v, g, mask, scale)
+    for m, a, x in zip(manual, auto, (q, k, v)):
+        assert m.shape == x.shape
+        torch.testing.assert_close(m, a, rtol=1e-12, atol=1e-12)
+
+
+def test_softmax_backward_is_a_jacobian_vector_product_not_a_hadamard_product():
+    # dS = P ⊙ (dP − rowsum(dP ⊙ P)) equals J(p)^T dp row by row, with J from softmax_jacobian
+    g = torch.Generator().manual_seed(3)
+    p = torch.softmax(torch.randn(4, 6, generator=g, dtype=torch.float64), -1)
+    dp = torch.randn(4, 6, generator=g, dtype=torch.float64)
+    jvp = (attnbook.softmax_jacobian(p).transpose(-2, -1) @ dp.unsqueeze(-1)).squeeze(-1)
+    torch.testing.assert_close(p * (dp - (dp * p).sum(-1, keepdim=True)), jvp)
+    # the diagonal-only (Hadamard) version misses the -p_i p_j terms
+    assert (dp * p * (1 - p) - jvp).abs().max() > 1e-2
+
+
+def test_autograd_function_passes_gradcheck_and_gradgradcheck():
+    q, k, v = _qkv((2,), 3, 4, 3, 2, requires_grad=True, seed=7)
+    mask = _random_mask((2, 3, 4), seed=8)
+    mask[1, 1] = False  # include a fully masked query
+    assert gradcheck(lambda a, b, c: manual_attention(a, b, c, mask), (q, k, v))
+    assert gradgradcheck(lambda a, b, c: manual_attention(a, b, c, mask, 0.5), (q, k, v))
+    out = manual_attention(q, k, v, mask)
+    torch.testing.assert_close(out, scaled_dot_product_attention(q, k, v, mask)[0], rtol=0, atol=0)
+
+
+def test_self_attention_matches_multihead_attention_with_one_head():
+    torch.manual_seed(0)
+    d = 6
+    layer = attnbook.SelfAttention(d).double()
+    mha = torch.nn.MultiheadAttention(d, num_heads=1, batch_first=True, dtype=torch.float64)
+    with torch.no_grad():
+        mha.in_proj_weight.copy_(torch.cat([layer.q_proj.weight, layer.k_proj.weight, layer.v_proj.weight]))
+        mha.in_proj_bias.copy_(torch.cat([layer.q_proj.bias, layer.k_proj.bias, layer.v_proj.bias]))
+        mha.out_proj.weight.copy_(layer.out_proj.weight)
+        mha.out_proj.bias.copy_(layer.out_proj.bias)
+    x = torch.randn(3, 5, d, dtype=torch.float64)
+    mask = attnbook.causal_mask(5)
+    out, w = layer(x, mask=mask)
+    ref, ref_w = mha(x, x, x, attn_mask=~mask)  # nn.MultiheadAttention: True = blocked
+    torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(w, ref_w, rtol=1e-12, atol=1e-12)
+    # unbatched input gives the first batch element
+    torch.testing.assert_close(layer(x[0], mask)[0], out[0], rtol=1e-12, atol=1e-12)
+
+
+def test_self_attention_sizes_and_manual_backward_through_the_layer():
+    torch.manual_seed(1)
+    layer = attnbook.SelfAttention(4, d_k=3, d_v=2, bias=False).double()
+    assert layer.q_proj.weight.shape == (3, 4) and layer.v_proj.weight.shape == (2, 4)
+    assert layer.out_proj.weight.shape == (4, 2) and layer.q_proj.bias is None
+    x = torch.randn(2, 5, 4, dtype=torch.float64, requires_grad=True)
+    out, _ = layer(x)
+    grads = torch.autograd.grad(out.square().sum(), [x, *layer.parameters()])
+    q, k, v = layer.q_proj(x), layer.k_proj(x), layer.v_proj(x)
+    out2 = layer.out_proj(manual_attention(q, k, v))
+    torch.testing.assert_close(out2, out, rtol=1e-12, atol=1e-12)
+    grads2 = torch.autograd.grad(out2.square().sum(), [x, *layer.parameters()])
+    for a, b in zip(grads, grads2):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_self_attention_is_permutation_equivariant_and_pooling_is_invariant():
+    torch.manual_seed(2)
+    layer = attnbook.SelfAttention(6).double()
+    x = torch.randn(7, 6, dtype=torch.float64)
+    perm = torch.randperm(7)
+    out, w = layer(x)
+    out_p, w_p = layer(x[perm])
+    torch.testing.assert_close(out_p, out[perm], rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(w_p, w[perm][:, perm], rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(out_p.mean(0), out.mean(0), rtol=1e-12, atol=1e-12)
+    assert (out_p - out).abs().max() > 1e-3  # not invariant position by position
+
+
+@pytest.mark.parametrize("args, message", [
+    (((2, 4, 8), (2, 6, 5), (2, 6, 3)), r"q of shape \(2, 4, 8\) and k of shape \(2, 6, 5\) differ"),
+    (((2, 4, 8), (2, 6, 8), (2, 5, 3)), r"k of shape \(2, 6, 8\) and v of shape \(2, 5, 3\)"),
+    (((2, 4, 8), (3, 6, 8), (3, 6, 3)), r"do not broadcast"),
+    (((8,), (6, 8), (6, 3)), r"q of shape \(8,\) needs at least 2"),
+    (((4, 0), (6, 0), (6, 3)), r"need D >= 1"),
+])
+def test_bad_shapes_raise_value_error(args, message):
+    q, k, v = (torch.randn(*s) for s in args)
+    with pytest.raises(ValueError, match=message):
+        scaled_dot_product_attention(q, k, v)
+
+
+@pytest.mark.parametrize("mask, message", [
+    (torch.ones(4, 5, dtype=torch.bool), r"mask of shape \(4, 5\) does not broadcast to the scores' shape \(2, 4, 6\)"),
+    (torch.ones(3, 4, 6, dtype=torch.bool), r"mask of shape \(3, 4, 6\) does not broadcast"),
+    (torch.ones(1, 2, 4, 6, dtype=torch.bool), r"does not broadcast"),  # would add a dimension
+    (torch.ones(4, 6), r"torch.bool"),
+])
+def test_bad_masks_raise_value_error(mask, message):
+    q, k, v = torch.randn(2, 4, 8), torch.randn(2, 6, 8), torch.randn(2, 6, 3)
+    with pytest.raises(ValueError, match=message):
+        scaled_dot_product_attention(q, k, v, mask=mask)
+
+
+def test_other_bad_inputs_raise_value_error():
+    q, k, v = torch.randn(4, 8), torch.randn(6, 8), torch.randn(6, 3)
+    for scale in (0.0, -1.0, float("nan"), True):
+        with pytest.raises(ValueError, match="scale must be"):
+            scaled_dot_product_attention(q, k, v, scale=scale)
+    with pytest.raises(ValueError, match="share one dtype"):
+        scaled_dot_product_attention(q, k.double(), v)
+    with pytest.raises(ValueError, match="floating-point"):
+        scaled_dot_product_attention(q.long(), k, v)
+    with pytest.raises(ValueError, match=r"grad_output of shape \(4, 2\) must have the output's shape \(4, 3\)"):
+        attention_backward(q, k, v, torch.randn(4, 2))
+    with pytest.raises(ValueError, match=r"x of shape \(5, 3\) must be \(\.\.\., T, d_model=4\)"):
+        attnbook.SelfAttention(4)(torch.randn(5, 3))
+    with pytest.raises(ValueError, match="d_k must be a positive integer"):
+        attnbook.SelfAttention(4, d_k=0)
