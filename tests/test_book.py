@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+import json
 import re
 from pathlib import Path
 
@@ -35,12 +37,25 @@ def test_every_toc_entry_has_a_page(built_html):
 @pytest.mark.parametrize("chapter", executable_chapters())
 def test_chapter_was_executed_and_shows_provenance(built_html, chapter):
     page = (built_html / f"{chapter}.html").read_text(encoding="utf-8")
-    assert 'class="attnbook-provenance"' in page
-    line = re.search(r'class="attnbook-provenance">([^<]*)<', page).group(1)
+    found = re.search(r'class="attnbook-provenance" data-record="([^"]*)">([^<]*)<', page)
+    assert found, "the chapter's last cell must be attnbook.provenance()"
+    record, line = json.loads(html.unescape(found.group(1))), found.group(2)
     import torch
 
-    assert f"torch {torch.__version__}" in line and re.search(r"用时 \d+\.\d s", line)
+    assert record["torch_version"] == torch.__version__ and f"torch {torch.__version__}" in line
+    assert record["seconds"] > 0 and f"用时 {record['seconds']:.1f} s" in line
     assert "cell_output" in page  # outputs are on the page
+
+
+def test_provenance_page_lists_every_chapter_with_its_time(built_html):
+    page = (built_html / "chapters" / "provenance.html").read_text(encoding="utf-8")
+    table = page[page.index("attnbook-provenance-table"):]
+    table = table[:table.index("</table>")]
+    rows = re.findall(r"<tr[^>]*>(.*?)</tr>", table, re.S)[1:]
+    cells = [[re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", r, re.S)] for r in rows]
+    assert len(cells) == len(executable_chapters())
+    for row in cells:
+        assert float(row[1]) > 0 and row[6] in ("✅", "超出预算"), row
 
 
 def test_no_page_loads_anything_from_another_host(built_html):
