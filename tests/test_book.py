@@ -92,6 +92,13 @@ def test_every_local_image_exists(built_html):
     assert missing == []
 
 
+def test_favicon_is_served_at_the_root(built_html):
+    from PIL import Image
+
+    with Image.open(built_html / "favicon.ico") as icon:
+        assert icon.format == "ICO" and icon.size == (32, 32)
+
+
 def test_colab_button_opens_the_generated_notebook(built_html):
     page = (built_html / "chapters" / "softmax.html").read_text(encoding="utf-8")
     url = re.search(r'href="(https://colab\.research\.google\.com/[^"]+)"', page).group(1)

@@ -4,6 +4,7 @@
   ``_static/mathjax`` of the output and loaded from there, never from a CDN.
 - sphinx-thebe, which Jupyter Book always loads, is dropped from every page: we do not use thebe,
   and its inline ``const THEBE_JS_URL`` is declared twice on a page (a console error).
+- ``/favicon.ico`` is written at the site root, where browsers look for it on every page.
 - The Colab launch button opens the generated notebook (``make notebooks``) on the branch named by
   ``attnbook_notebooks_branch``; Colab cannot open the MyST ``.md`` sources.
 """
@@ -31,6 +32,19 @@ def _copy_mathjax(app, exception):
     shutil.copy2(src / MATHJAX_ENTRY, dst / MATHJAX_ENTRY)
     for sub in MATHJAX_DIRS:
         shutil.copytree(src / sub, dst / sub, dirs_exist_ok=True)
+
+
+def _write_favicon(app, exception):
+    """/favicon.ico: browsers request it from the site root (e.g. on Jupyter Book's redirect page)."""
+    if exception is not None or app.builder.format != "html":
+        return
+    from PIL import Image, ImageDraw  # Pillow comes with matplotlib
+
+    icon = Image.new("RGBA", (32, 32), (59, 110, 165, 255))  # the colours of chapters/images/favicon.svg
+    draw = ImageDraw.Draw(icon)
+    for x, top in ((6, 18), (13, 8), (21, 14)):
+        draw.rectangle((x, top, x + 4, 26), fill="white")
+    icon.save(Path(app.outdir) / "favicon.ico")
 
 
 def _is_thebe(js) -> bool:
@@ -67,4 +81,5 @@ def setup(app):
     app.connect("html-page-context", _strip_thebe, priority=900)
     app.connect("html-page-context", _colab_to_notebooks, priority=900)
     app.connect("build-finished", _copy_mathjax)
+    app.connect("build-finished", _write_favicon)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
