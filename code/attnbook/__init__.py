@@ -13,6 +13,29 @@ from .attention import (
 )
 from .book import device_name, pick_device, provenance, seed_everything, start_chapter
 from .masks import causal_mask, combine_masks, padding_mask, padding_to_attention_mask
+from .positional import (
+    LearnedPositionalEmbedding,
+    SinusoidalPositionalEncoding,
+    apply_rotary,
+    sinusoidal_encoding,
+    sinusoidal_encoding_at,
+    sinusoidal_encoding_loop,
+    sinusoidal_frequencies,
+    sinusoidal_shift_matrix,
+)
+from .positional_experiment import PositionTaskModel, previous_token_batch, train_position_model
+from .relative_position import (
+    ShawRelativeKeys,
+    T5RelativeBias,
+    alibi_bias,
+    alibi_slopes,
+    attention_with_bias,
+    clipped_relative_index,
+    relative_positions,
+    shaw_scores,
+    t5_relative_position_bucket,
+    transformer_xl_score_terms,
+)
 from .softmax import (
     cross_entropy,
     entmax15,
@@ -26,7 +49,7 @@ from .softmax import (
     sparsemax,
     topk_softmax,
 )
-from .widgets import DkScalingWidget, SoftmaxTemperatureWidget
+from .widgets import AttentionHeadBrowser, DkScalingWidget, SinusoidalExplorerWidget, SoftmaxTemperatureWidget
 
 __version__ = "0.1.0"
 
@@ -39,4 +62,11 @@ __all__ = [
     "scaled_dot_product_attention",
     "causal_mask", "combine_masks", "padding_mask", "padding_to_attention_mask",
     "DkScalingWidget",
+    "LearnedPositionalEmbedding", "SinusoidalPositionalEncoding", "apply_rotary", "sinusoidal_encoding",
+    "sinusoidal_encoding_at", "sinusoidal_encoding_loop", "sinusoidal_frequencies", "sinusoidal_shift_matrix",
+    "PositionTaskModel", "previous_token_batch", "train_position_model",
+    "ShawRelativeKeys", "T5RelativeBias", "alibi_bias", "alibi_slopes", "attention_with_bias",
+    "clipped_relative_index", "relative_positions", "shaw_scores", "t5_relative_position_bucket",
+    "transformer_xl_score_terms", "SinusoidalExplorerWidget",
+    "AttentionHeadBrowser",
 ]

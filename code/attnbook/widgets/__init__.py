@@ -1,7 +1,9 @@
 """Interactive figures that work in a live kernel (anywidget) and on the static HTML page (no kernel)."""
 
 from .dk_scaling import DkScalingWidget
+from .positional_explorer import SinusoidalExplorerWidget
 from .softmax_temperature import SoftmaxTemperatureWidget
 from .static import StaticFallbackWidget
 
-__all__ = ["DkScalingWidget", "SoftmaxTemperatureWidget", "StaticFallbackWidget"]
+__all__ = [
+           "DkScalingWidget", "SinusoidalExplorerWidget", "SoftmaxTemperatureWidget", "StaticFallbackWidget"]
