@@ -49,7 +49,7 @@ from .softmax import (
     sparsemax,
     topk_softmax,
 )
-from .widgets import AttentionHeadBrowser, DkScalingWidget, SinusoidalExplorerWidget, SoftmaxTemperatureWidget
+from .widgets import DkScalingWidget, SinusoidalExplorerWidget, SoftmaxTemperatureWidget
 
 __version__ = "0.1.0"
 
@@ -68,5 +68,4 @@ __all__ = [
     "ShawRelativeKeys", "T5RelativeBias", "alibi_bias", "alibi_slopes", "attention_with_bias",
     "clipped_relative_index", "relative_positions", "shaw_scores", "t5_relative_position_bucket",
     "transformer_xl_score_terms", "SinusoidalExplorerWidget",
-    "AttentionHeadBrowser",
 ]
