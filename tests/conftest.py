@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import http.server
 import shutil
 import threading
@@ -12,7 +13,7 @@ from urllib.parse import urlparse
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-HTML = ROOT / "_build" / "html"
+HTML = Path(os.environ.get("ATTNBOOK_HTML", ROOT / "_build" / "html"))  # another build: set ATTNBOOK_HTML
 CHROMIUM = "/usr/bin/chromium"
 # Flags that keep chromium from calling home: this machine (like a reader offline) has no network.
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

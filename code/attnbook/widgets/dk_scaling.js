@@ -1,23 +1,5 @@
 // softmax(s) and softmax(s / sqrt(d_k)) as SVG bars. Python shipped the raw scores s = q·k_j
 // for every d_k on the grid; the scaling, both softmaxes and the entropies are computed here.
-const SVG = "http://www.w3.org/2000/svg";
-
-function softmax(z) {
-  const m = Math.max(...z);                       // subtract the max: exp never overflows
-  const e = z.map((v) => Math.exp(v - m));
-  const s = e.reduce((a, b) => a + b, 0);
-  return e.map((v) => v / s);
-}
-
-function entropy(p) {                             // nats; 0 log 0 = 0
-  return -p.reduce((acc, v) => (v > 0 ? acc + v * Math.log(v) : acc), 0);
-}
-
-function svgEl(tag, attrs) {
-  const node = document.createElementNS(SVG, tag);
-  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
-  return node;
-}
 
 function render({ model, el }) {
   const dks = model.get("dks"), scores = model.get("scores"), labels = model.get("labels");

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 from numbers import Integral
-from pathlib import Path
 
 import torch
 import traitlets as t
@@ -44,8 +43,7 @@ class DkScalingWidget(StaticFallbackWidget):
     Shape: scores (len(dks), n_keys); labels n_keys strings.
     """
 
-    _esm = Path(__file__).parent / "dk_scaling.js"
-    _css = Path(__file__).parent / "widgets.css"
+    _esm_file = "dk_scaling.js"
 
     dks = t.List(t.Int()).tag(sync=True)
     scores = t.List(t.List(t.Float())).tag(sync=True)

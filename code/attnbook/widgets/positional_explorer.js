@@ -1,16 +1,9 @@
 // The sinusoidal position encoding, computed here with Math.sin / Math.cos (no kernel needed):
 // PE(pos, 2i) = sin(pos w_i), PE(pos, 2i+1) = cos(pos w_i), w_i = base^(-2i/d).
-const SVG = "http://www.w3.org/2000/svg";
 
 function pe(pos, j, d, base) {
   const w = Math.pow(base, -2 * Math.floor(j / 2) / d);
   return j % 2 === 0 ? Math.sin(pos * w) : Math.cos(pos * w);
-}
-
-function svgEl(tag, attrs) {
-  const node = document.createElementNS(SVG, tag);
-  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
-  return node;
 }
 
 function panel(title, W, H) {

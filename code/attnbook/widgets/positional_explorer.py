@@ -4,7 +4,6 @@ and the dot product PE(pos)·PE(t)."""
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import torch
 import traitlets as t
@@ -22,8 +21,7 @@ class SinusoidalExplorerWidget(StaticFallbackWidget):
     Shape: the encoding table is (max_len, d_model); position in [0, max_len), dim in [0, d_model).
     """
 
-    _esm = Path(__file__).parent / "positional_explorer.js"
-    _css = Path(__file__).parent / "widgets.css"
+    _esm_file = "positional_explorer.js"
 
     max_len = t.Int(64).tag(sync=True)
     d_model = t.Int(32).tag(sync=True)

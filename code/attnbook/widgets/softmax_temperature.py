@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import torch
 import traitlets as t
@@ -22,8 +21,7 @@ class SoftmaxTemperatureWidget(StaticFallbackWidget):
     Shape: logits (n,), labels n strings.
     """
 
-    _esm = Path(__file__).parent / "softmax_temperature.js"
-    _css = Path(__file__).parent / "widgets.css"
+    _esm_file = "softmax_temperature.js"
 
     logits = t.List(t.Float()).tag(sync=True)
     labels = t.List(t.Unicode()).tag(sync=True)

@@ -22,7 +22,15 @@ _ids = itertools.count()  # deterministic element ids: two builds give identical
 
 
 class StaticFallbackWidget(anywidget.AnyWidget):
-    """Base class: subclasses set ``_esm`` to a .js file ending in ``export default { render };``."""
+    """Base class: subclasses name their JS module in ``_esm_file`` (a file beside this one that ends
+    with ``export default { render };``); it runs after the shared helpers of ``common.js``."""
+
+    def __init_subclass__(cls, **kwargs):
+        if "_esm_file" in cls.__dict__:
+            cls._esm = (HERE / "common.js").read_text(encoding="utf-8") + "\n" + \
+                (HERE / cls._esm_file).read_text(encoding="utf-8")
+            cls._css = (HERE / "widgets.css").read_text(encoding="utf-8")
+        super().__init_subclass__(**kwargs)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"  # the default repr has a memory address: builds would differ
