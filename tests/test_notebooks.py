@@ -54,8 +54,17 @@ def test_markdown_has_no_sphinx_only_syntax_left(chapter):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
-def test_notebook_runs_top_to_bottom_in_a_fresh_kernel(chapter):
-    assert run_notebooks.run_notebook(_generated(chapter)) == []
+def test_notebook_runs_top_to_bottom_and_reproduces_the_book(chapter, built_html):
+    """A second, independent cold run of the chapter: no errors, and the same text outputs as the book's
+    build (reproducibility; wall-clock cells tagged `timing` and the provenance line left out)."""
+    nb = run_notebooks.execute(_generated(chapter))
+    assert run_notebooks.errors(nb) == []
+    book_run = built_html.parent / "jupyter_execute" / chapter.relative_to(ROOT).with_suffix(".ipynb")
+    expected = run_notebooks.text_outputs(nbformat.read(book_run, as_version=4))
+    got = run_notebooks.text_outputs(nb)
+    assert set(expected) <= set(got)
+    differing = [src.splitlines()[0] for src in expected if expected[src] != got[src]]
+    assert differing == [], "outputs differ between two cold runs (seed them, or tag wall-clock cells `timing`)"
 
 
 def test_literalinclude_becomes_the_exact_source():

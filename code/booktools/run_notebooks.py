@@ -15,26 +15,53 @@ import nbformat
 from nbclient import NotebookClient
 
 
-def run_notebook(path: Path, timeout: int = 900) -> list[str]:
-    """Run one notebook; return its error messages (empty when every cell ran)."""
+def execute(path: Path, timeout: int = 900) -> nbformat.NotebookNode:
+    """Run one notebook in a fresh kernel and return it with its outputs."""
     nb = nbformat.read(path, as_version=4)
     # An empty working folder: on Colab there is no repository checkout beside the notebook.
     with tempfile.TemporaryDirectory() as cwd:
-        client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
-                                resources={"metadata": {"path": cwd}})
-        client.execute()
+        NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
+                       resources={"metadata": {"path": cwd}}).execute()
+    return nb
+
+
+def errors(nb: nbformat.NotebookNode) -> list[str]:
     return [f"{o.get('ename')}: {o.get('evalue')}" for c in nb.cells if c.cell_type == "code"
             for o in c.get("outputs", []) if o.output_type == "error"]
+
+
+def text_outputs(nb: nbformat.NotebookNode) -> dict[str, list[str]]:
+    """Source -> text outputs of every code cell whose outputs must not change between runs.
+
+    Left out: cells tagged ``timing`` (wall-clock measurements) and the provenance line.
+    """
+    out = {}
+    for cell in nb.cells:
+        if cell.cell_type != "code" or "timing" in cell.metadata.get("tags", []) \
+                or "provenance()" in cell.source:
+            continue
+        streams = [o.text for o in cell.get("outputs", []) if o.output_type == "stream"]
+        # myst-nb's merge_streams puts every stream into the first and may leave the others behind.
+        if len(streams) > 1 and streams[0].endswith("".join(streams[1:])):
+            streams = streams[:1]
+        plain = [o["data"]["text/plain"] for o in cell.get("outputs", []) if "text/plain" in o.get("data", {})]
+        out[cell.source] = ["".join(streams)] + plain
+    return out
+
+
+def run_notebook(path: Path, timeout: int = 900) -> list[str]:
+    """Run one notebook; return its error messages (empty when every cell ran)."""
+    return errors(execute(path, timeout))
 
 
 def main(folder: str) -> int:
     failed = 0
     for path in sorted(Path(folder).rglob("*.ipynb")):
         start = time.perf_counter()
-        errors = run_notebook(path)
-        status = "ok" if not errors else "FAILED: " + "; ".join(errors)
+        problems = run_notebook(path)
+        status = "ok" if not problems else "FAILED: " + "; ".join(problems)
         print(f"{path}: {time.perf_counter() - start:.1f} s {status}", flush=True)
-        failed += bool(errors)
+        failed += bool(problems)
     return 1 if failed else 0
 
 
