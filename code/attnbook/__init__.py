@@ -11,7 +11,40 @@ from .attention import (
     manual_attention,
     scaled_dot_product_attention,
 )
+from .benchmark import (
+    attention_benchmark,
+    memory_timeline,
+    peak_memory,
+    results_markdown,
+    sdpa_backend,
+    time_interleaved,
+)
 from .book import device_name, pick_device, provenance, seed_everything, start_chapter
+from .efficient import (
+    TiledAttentionFunction,
+    online_softmax,
+    online_softmax_stats,
+    sliding_window_mask,
+    strided_attention,
+    strided_mask,
+    tiled_attention,
+    tiled_attention_recompute,
+)
+from .kv_cache import KVCache
+from .gradient_paths import graph_depth, jacobian_norms
+from .recurrent import Bidirectional, GRUCell, LSTMCell, Recurrent, RNNCell, gru_step, lstm_step, rnn_step
+from .scoring import (
+    AdditiveScore,
+    MultiplicativeScore,
+    additive_score,
+    attend,
+    cosine_score,
+    dot_score,
+    multiplicative_score,
+    scaled_dot_score,
+)
+from .seq2seq import Seq2Seq, evaluate_seq2seq, sequence_loss, train_seq2seq
+from .tasks import DigitTask
 from .masks import causal_mask, combine_masks, padding_mask, padding_to_attention_mask
 from .positional import (
     LearnedPositionalEmbedding,
@@ -62,10 +95,19 @@ __all__ = [
     "scaled_dot_product_attention",
     "causal_mask", "combine_masks", "padding_mask", "padding_to_attention_mask",
     "DkScalingWidget",
+    "online_softmax", "online_softmax_stats", "tiled_attention", "TiledAttentionFunction",
+    "tiled_attention_recompute", "sliding_window_mask", "strided_mask", "strided_attention",
+    "KVCache",
+    "attention_benchmark", "memory_timeline", "peak_memory", "results_markdown", "sdpa_backend", "time_interleaved",
     "LearnedPositionalEmbedding", "SinusoidalPositionalEncoding", "apply_rotary", "sinusoidal_encoding",
     "sinusoidal_encoding_at", "sinusoidal_encoding_loop", "sinusoidal_frequencies", "sinusoidal_shift_matrix",
     "PositionTaskModel", "previous_token_batch", "train_position_model",
     "ShawRelativeKeys", "T5RelativeBias", "alibi_bias", "alibi_slopes", "attention_with_bias",
     "clipped_relative_index", "relative_positions", "shaw_scores", "t5_relative_position_bucket",
     "transformer_xl_score_terms", "SinusoidalExplorerWidget",
+    "RNNCell", "LSTMCell", "GRUCell", "Recurrent", "Bidirectional", "rnn_step", "lstm_step", "gru_step",
+    "dot_score", "scaled_dot_score", "cosine_score", "additive_score", "multiplicative_score",
+    "AdditiveScore", "MultiplicativeScore", "attend",
+    "Seq2Seq", "sequence_loss", "train_seq2seq", "evaluate_seq2seq", "DigitTask",
+    "jacobian_norms", "graph_depth",
 ]

@@ -1,0 +1,76 @@
+"""KVCache: incremental decoding equals full causal attention recomputed from scratch (torch SDPA)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attnbook import KVCache
+
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+def _seq(b=2, h=3, t=11, d=8, dv=5, dtype=torch.float64, device="cpu", seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(b, h, t, d, generator=g, dtype=dtype).to(device),
+            torch.randn(b, h, t, d, generator=g, dtype=dtype).to(device),
+            torch.randn(b, h, t, dv, generator=g, dtype=dtype).to(device))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("max_len", [None, 11])
+def test_step_by_step_equals_full_recomputation(max_len, device):
+    q, k, v = _seq(device=device)
+    full = F.scaled_dot_product_attention(q, k, v, is_causal=True)     # (B, H, T, Dv)
+    cache = KVCache(max_len)
+    for t in range(q.size(2)):
+        out, w = cache.attend(q[:, :, t:t + 1], k[:, :, t:t + 1], v[:, :, t:t + 1])
+        # step t equals row t of causal attention over the whole prefix, recomputed from scratch
+        prefix = F.scaled_dot_product_attention(q[:, :, :t + 1], k[:, :, :t + 1], v[:, :, :t + 1], is_causal=True)
+        torch.testing.assert_close(out, prefix[:, :, -1:], rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(out, full[:, :, t:t + 1], rtol=1e-12, atol=1e-12)
+        assert w.shape == (2, 3, 1, t + 1) and len(cache) == t + 1
+    torch.testing.assert_close(cache.keys, k, rtol=0, atol=0)
+    torch.testing.assert_close(cache.values, v, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("chunks", [[11], [4, 1, 1, 5], [1, 3, 7], [2] * 5 + [1]])
+def test_prefill_then_chunks_equal_full_causal_attention(chunks):
+    q, k, v = _seq()
+    cache, outs, start = KVCache(), [], 0
+    for n in chunks:
+        sl = slice(start, start + n)
+        outs.append(cache.attend(q[:, :, sl], k[:, :, sl], v[:, :, sl])[0])
+        start += n
+    torch.testing.assert_close(torch.cat(outs, 2), F.scaled_dot_product_attention(q, k, v, is_causal=True),
+                               rtol=1e-12, atol=1e-12)
+
+
+def test_growth_keeps_every_token_and_nbytes_counts_them():
+    _, k, v = _seq(t=40, d=4, dv=4, dtype=torch.float32)
+    cache = KVCache()
+    for t in range(40):                                     # grows past 16, 32 by doubling
+        keys, values = cache.append(k[:, :, t:t + 1], v[:, :, t:t + 1])
+        torch.testing.assert_close(keys, k[:, :, :t + 1], rtol=0, atol=0)
+    torch.testing.assert_close(values, v, rtol=0, atol=0)
+    assert cache.nbytes() == 2 * 2 * 3 * 40 * 4 * 4         # 2 (K and V) * B * H * T * D * 4 bytes
+    cache.reset()
+    assert len(cache) == 0 and cache.keys is None and cache.nbytes() == 0
+
+
+def test_bad_input():
+    q, k, v = _seq(t=3)
+    cache = KVCache(max_len=4)
+    cache.append(k, v)
+    with pytest.raises(ValueError, match="cannot append 3 tokens to a cache holding 3 with max_len=4"):
+        cache.append(k, v)
+    with pytest.raises(ValueError, match=r"do not match the cache's \(B, H, T, D\) = \(2, 3, 3, 8\)"):
+        cache.append(k[:, :2, :1], v[:, :2, :1])
+    with pytest.raises(ValueError, match=r"must be a floating-point \(B, H, Tn, D\) tensor, got torch.float64 "
+                                         r"tensor of shape \(3, 3, 8\)"):
+        KVCache().append(k[0], v[0])
+    with pytest.raises(ValueError, match="max_len must be a positive integer or None, got 0"):
+        KVCache(0)
+    with pytest.raises(ValueError, match=r"q \(2, 3, 2, 8\) must have the shape of the new keys \(2, 3, 1, 8\)"):
+        KVCache().attend(q[:, :, :2], k[:, :, :1], v[:, :, :1])
