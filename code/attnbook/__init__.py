@@ -20,6 +20,20 @@ from .benchmark import (
     time_interleaved,
 )
 from .book import device_name, pick_device, provenance, seed_everything, start_chapter
+from .data import load_peoples_daily, peoples_daily_words
+from .embeddings import (
+    Vocab,
+    WordVectors,
+    analogy,
+    analogy_accuracy,
+    analogy_questions,
+    bag_of_words,
+    cosine_similarity,
+    nearest_neighbors,
+    one_hot,
+    pca,
+    tfidf,
+)
 from .efficient import (
     TiledAttentionFunction,
     online_softmax,
@@ -30,6 +44,8 @@ from .efficient import (
     tiled_attention,
     tiled_attention_recompute,
 )
+from .fasttext import FastText
+from .glove import GloVe, cooccurrence_matrix, glove_loss, train_glove
 from .kv_cache import KVCache
 from .gradient_paths import graph_depth, jacobian_norms
 from .recurrent import Bidirectional, GRUCell, LSTMCell, Recurrent, RNNCell, gru_step, lstm_step, rnn_step
@@ -56,6 +72,7 @@ from .positional import (
     sinusoidal_frequencies,
     sinusoidal_shift_matrix,
 )
+from .pretrained import load_minilm
 from .positional_experiment import PositionTaskModel, previous_token_batch, train_position_model
 from .relative_position import (
     ShawRelativeKeys,
@@ -82,6 +99,7 @@ from .softmax import (
     sparsemax,
     topk_softmax,
 )
+from .word2vec import CBOW, SkipGram, cbow_loss, sgns_loss, train_word2vec
 from .widgets import DkScalingWidget, SinusoidalExplorerWidget, SoftmaxTemperatureWidget
 
 __version__ = "0.1.0"
@@ -110,4 +128,8 @@ __all__ = [
     "AdditiveScore", "MultiplicativeScore", "attend",
     "Seq2Seq", "sequence_loss", "train_seq2seq", "evaluate_seq2seq", "DigitTask",
     "jacobian_norms", "graph_depth",
+    "load_peoples_daily", "peoples_daily_words", "Vocab", "WordVectors", "analogy", "analogy_accuracy",
+    "analogy_questions", "bag_of_words", "cosine_similarity", "nearest_neighbors", "one_hot", "pca", "tfidf",
+    "SkipGram", "CBOW", "sgns_loss", "cbow_loss", "train_word2vec", "GloVe", "cooccurrence_matrix", "glove_loss",
+    "train_glove", "FastText", "load_minilm",
 ]
