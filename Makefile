@@ -2,6 +2,7 @@
 # make test       — the same, then the whole test suite (unit, book, notebooks, browser)
 # make notebooks  — one .ipynb per chapter for Colab/Binder, in _build/notebooks/
 # make serve      — preview _build/html on http://127.0.0.1:8000
+# make bench      — attention benchmark (ours vs torch SDPA) -> chapters/data/bench-<cpu|cuda>.json
 
 PYTHON      ?= python3
 VENV        ?= .venv
@@ -11,7 +12,7 @@ BIN         := $(VENV)/bin
 SUDO        := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PORT        ?= 8000
 
-.PHONY: venv book test notebooks serve browser clean
+.PHONY: venv book test notebooks serve browser clean bench
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt constraints.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV_FLAGS) $(VENV)
@@ -21,11 +22,12 @@ $(BIN)/.installed: requirements.txt requirements-dev.txt constraints.txt pyproje
 
 venv: $(BIN)/.installed
 
-# jupyter-cache keys on cell source only, so a change under code/ (or the requirements)
+# jupyter-cache keys on cell source only, so a change under code/, chapters/data/ (results files
+# chapters render, e.g. make bench's JSON) or the requirements
 # must drop the cache and Sphinx's doctrees: every chapter then re-executes.
 book: venv
 	@mkdir -p _build
-	@key=$$(find code requirements.txt requirements-dev.txt -type f \( -name '*.py' -o -name '*.js' -o -name '*.css' -o -name '*.txt' \) | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16); \
+	@key=$$(find code chapters/data requirements.txt requirements-dev.txt -type f \( -name '*.py' -o -name '*.js' -o -name '*.css' -o -name '*.txt' -o -name '*.json' \) | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16); \
 	if [ "$$key" != "$$(cat _build/.code-key 2>/dev/null)" ]; then \
 	  echo "code/ changed (key $$key): re-executing every chapter"; \
 	  rm -rf _build/.jupyter_cache _build/.doctrees _build/html; \
@@ -41,6 +43,10 @@ notebooks: venv
 
 test: book browser notebooks
 	$(BIN)/python -m pytest
+
+# Outside the book build: timings need a quiet machine. BENCH_ARGS passes flags (see --help).
+bench: venv
+	$(BIN)/python code/booktools/bench.py $(BENCH_ARGS)
 
 serve:
 	$(BIN)/python -m http.server $(PORT) --bind 127.0.0.1 --directory _build/html

@@ -20,6 +20,20 @@ from .benchmark import (
     time_interleaved,
 )
 from .book import device_name, pick_device, provenance, seed_everything, start_chapter
+from .classifier import (
+    CharVocab,
+    LogisticRegression,
+    SelfAttentionClassifier,
+    char_ngrams,
+    confusion_matrix,
+    encode_texts,
+    length_batches,
+    masked_mean,
+    predict,
+    tfidf_features,
+    train_classifier,
+    train_logistic_regression,
+)
 from .data import load_peoples_daily, peoples_daily_words
 from .embeddings import (
     Vocab,
@@ -62,6 +76,7 @@ from .scoring import (
 from .seq2seq import Seq2Seq, evaluate_seq2seq, sequence_loss, train_seq2seq
 from .tasks import DigitTask
 from .masks import causal_mask, combine_masks, padding_mask, padding_to_attention_mask
+from .multihead import MultiHeadAttention, merge_heads, multihead_macs, split_heads
 from .positional import (
     LearnedPositionalEmbedding,
     SinusoidalPositionalEncoding,
@@ -100,7 +115,7 @@ from .softmax import (
     topk_softmax,
 )
 from .word2vec import CBOW, SkipGram, cbow_loss, sgns_loss, train_word2vec
-from .widgets import DkScalingWidget, SinusoidalExplorerWidget, SoftmaxTemperatureWidget
+from .widgets import AttentionHeadBrowser, DkScalingWidget, SinusoidalExplorerWidget, SoftmaxTemperatureWidget
 
 __version__ = "0.1.0"
 
@@ -117,6 +132,10 @@ __all__ = [
     "tiled_attention_recompute", "sliding_window_mask", "strided_mask", "strided_attention",
     "KVCache",
     "attention_benchmark", "memory_timeline", "peak_memory", "results_markdown", "sdpa_backend", "time_interleaved",
+    "MultiHeadAttention", "merge_heads", "multihead_macs", "split_heads",
+    "CharVocab", "LogisticRegression", "SelfAttentionClassifier", "char_ngrams", "confusion_matrix",
+    "encode_texts", "length_batches", "masked_mean", "predict", "tfidf_features", "train_classifier",
+    "train_logistic_regression",
     "LearnedPositionalEmbedding", "SinusoidalPositionalEncoding", "apply_rotary", "sinusoidal_encoding",
     "sinusoidal_encoding_at", "sinusoidal_encoding_loop", "sinusoidal_frequencies", "sinusoidal_shift_matrix",
     "PositionTaskModel", "previous_token_batch", "train_position_model",
@@ -128,6 +147,7 @@ __all__ = [
     "AdditiveScore", "MultiplicativeScore", "attend",
     "Seq2Seq", "sequence_loss", "train_seq2seq", "evaluate_seq2seq", "DigitTask",
     "jacobian_norms", "graph_depth",
+    "AttentionHeadBrowser",
     "load_peoples_daily", "peoples_daily_words", "Vocab", "WordVectors", "analogy", "analogy_accuracy",
     "analogy_questions", "bag_of_words", "cosine_similarity", "nearest_neighbors", "one_hot", "pca", "tfidf",
     "SkipGram", "CBOW", "sgns_loss", "cbow_loss", "train_word2vec", "GloVe", "cooccurrence_matrix", "glove_loss",

