@@ -22,12 +22,12 @@ $(BIN)/.installed: requirements.txt requirements-dev.txt constraints.txt pyproje
 
 venv: $(BIN)/.installed
 
-# jupyter-cache keys on cell source only, so a change under code/, chapters/data/ (results files
-# chapters render, e.g. make bench's JSON) or the requirements
+# jupyter-cache keys on cell source only, so a change under code/attnbook/ (what chapters import),
+# chapters/data/ (results files chapters render, e.g. make bench's JSON) or the requirements
 # must drop the cache and Sphinx's doctrees: every chapter then re-executes.
 book: venv
 	@mkdir -p _build
-	@key=$$(find code chapters/data requirements.txt requirements-dev.txt -type f \( -name '*.py' -o -name '*.js' -o -name '*.css' -o -name '*.txt' -o -name '*.json' \) | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16); \
+	@key=$$(find code/attnbook chapters/data requirements.txt requirements-dev.txt -type f \( -name '*.py' -o -name '*.js' -o -name '*.css' -o -name '*.txt' -o -name '*.json' \) | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16); \
 	if [ "$$key" != "$$(cat _build/.code-key 2>/dev/null)" ]; then \
 	  echo "code/ changed (key $$key): re-executing every chapter"; \
 	  rm -rf _build/.jupyter_cache _build/.doctrees _build/html; \

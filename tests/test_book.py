@@ -103,3 +103,23 @@ def test_colab_button_opens_the_generated_notebook(built_html):
     page = (built_html / "chapters" / "softmax.html").read_text(encoding="utf-8")
     url = re.search(r'href="(https://colab\.research\.google\.com/[^"]+)"', page).group(1)
     assert url.endswith("/blob/notebooks/chapters/softmax.ipynb")
+
+
+def test_gallery_lists_every_figure_and_widget_with_a_working_link(built_html):
+    gallery = (built_html / "chapters" / "gallery.html").read_text(encoding="utf-8")
+    expected_images, expected_widgets = [], []
+    for chapter in executable_chapters():
+        page = (built_html / f"{chapter}.html").read_text(encoding="utf-8")
+        expected_images += re.findall(r'<img[^>]+src="[^"]*_images/([^"]+)"', page)
+        expected_widgets += re.findall(r'class="attnbook-static-widget" data-widget="([^"]+)"', page)
+    shown = re.findall(r'<img[^>]+src="[^"]*_images/([^"]+)"', gallery)
+    assert sorted(shown) == sorted(expected_images) and len(shown) > 20
+    for name in set(expected_widgets):
+        assert f"<code class=\"docutils literal notranslate\"><span class=\"pre\">{name}</span></code>" in gallery, name
+    assert len(expected_widgets) >= 4
+    for href in set(re.findall(r'<a class="reference internal" href="([^"]+)"', gallery)):
+        path, _, anchor = href.partition("#")
+        target = (built_html / "chapters" / path).resolve()
+        assert target.exists(), href
+        if anchor:
+            assert f'id="{anchor}"' in target.read_text(encoding="utf-8"), href

@@ -115,6 +115,26 @@ from .softmax import (
     topk_softmax,
 )
 from .word2vec import CBOW, SkipGram, cbow_loss, sgns_loss, train_word2vec
+from .dates import DateExample, DateTask, SequenceVocab, format_date
+from .decoding import beam_search, greedy_decode, sequence_log_prob
+from .train import (
+    clip_grad_norm,
+    fit,
+    label_smoothed_cross_entropy,
+    noam_lr,
+    teacher_forcing_loss,
+    warmup_linear_decay_lr,
+)
+from .transformer import (
+    DecoderCache,
+    DecoderLayer,
+    Encoder,
+    EncoderLayer,
+    Decoder,
+    LayerCache,
+    PositionwiseFeedForward,
+    Transformer,
+)
 from .widgets import AttentionHeadBrowser, DkScalingWidget, SinusoidalExplorerWidget, SoftmaxTemperatureWidget
 
 __version__ = "0.1.0"
@@ -152,4 +172,9 @@ __all__ = [
     "analogy_questions", "bag_of_words", "cosine_similarity", "nearest_neighbors", "one_hot", "pca", "tfidf",
     "SkipGram", "CBOW", "sgns_loss", "cbow_loss", "train_word2vec", "GloVe", "cooccurrence_matrix", "glove_loss",
     "train_glove", "FastText", "load_minilm",
+    "PositionwiseFeedForward", "EncoderLayer", "DecoderLayer", "Encoder", "Decoder", "Transformer",
+    "LayerCache", "DecoderCache", "greedy_decode", "beam_search", "sequence_log_prob",
+    "DateExample", "DateTask", "SequenceVocab", "format_date",
+    "label_smoothed_cross_entropy", "teacher_forcing_loss", "noam_lr", "warmup_linear_decay_lr",
+    "clip_grad_norm", "fit",
 ]
