@@ -123,3 +123,10 @@ def test_gallery_lists_every_figure_and_widget_with_a_working_link(built_html):
         assert target.exists(), href
         if anchor:
             assert f'id="{anchor}"' in target.read_text(encoding="utf-8"), href
+
+
+def test_no_control_characters_in_chapter_sources():
+    """A lost backslash turns $\\tau$ or $\\text$ into a TAB (\\b, \\f likewise) and MathJax renders it silently wrong."""
+    bad = {p.name: sorted({hex(ord(c)) for c in p.read_text(encoding="utf-8") if c in "\t\b\f\v\r"})
+           for p in (ROOT / "chapters").glob("*.md")}
+    assert {k: v for k, v in bad.items() if v} == {}
