@@ -132,6 +132,14 @@ class _Cell(nn.Module):
         """The output h of a state (the LSTM's state is (h, c)). Shape: -> (B, H)."""
         return state
 
+    def forward(self, x: Tensor, h: Tensor | None = None) -> Tensor:
+        """One time step from state h (zeros when None); the LSTM overrides this for its (h, c) state."""
+        gi = self._gi(x)
+        if h is None:
+            h = self.init_state(x.size(0), x)
+        self._check_h(h, x.size(0))
+        return self.recur(gi, h)
+
     def extra_repr(self) -> str:
         return f"{self.input_size}, {self.hidden_size}, bias={self.bias_ih is not None}"
 
@@ -155,13 +163,6 @@ class RNNCell(_Cell):
     def recur(self, gi: Tensor, h: Tensor) -> Tensor:
         """The recurrent half of a step, from gi = project_input(x). Shape: gi (B, H), h (B, H) -> (B, H)."""
         return rnn_step(gi, h, self.weight_hh, self.bias_hh, self.nonlinearity)
-
-    def forward(self, x: Tensor, h: Tensor | None = None) -> Tensor:
-        gi = self._gi(x)
-        if h is None:
-            h = self.init_state(x.size(0), x)
-        self._check_h(h, x.size(0))
-        return self.recur(gi, h)
 
 
 class LSTMCell(_Cell):
@@ -208,13 +209,6 @@ class GRUCell(_Cell):
     def recur(self, gi: Tensor, h: Tensor) -> Tensor:
         """Shape: gi (B, 3H), h (B, H) -> (B, H)."""
         return gru_step(gi, h, self.weight_hh, self.bias_hh)
-
-    def forward(self, x: Tensor, h: Tensor | None = None) -> Tensor:
-        gi = self._gi(x)
-        if h is None:
-            h = self.init_state(x.size(0), x)
-        self._check_h(h, x.size(0))
-        return self.recur(gi, h)
 
 
 # ---------------------------------------------------------------- layers

@@ -12,6 +12,7 @@ import math
 import torch
 from torch import Tensor, nn
 
+from .positional import _check_int
 from .softmax import masked_softmax, softmax
 
 __all__ = [
@@ -26,12 +27,6 @@ __all__ = [
     "alibi_bias",
     "attention_with_bias",
 ]
-
-
-def _check_int(value, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return value
 
 
 def relative_positions(tq: int, tk: int | None = None, device=None) -> Tensor:
