@@ -84,3 +84,15 @@ def test_directives_and_roles_become_plain_markdown():
     assert "<details><summary>解答</summary>" in out and "`p_max`" in out
     assert "> **勘误**" in out and "> 原文有误。" in out
     assert ":label:" not in out and ":class:" not in out
+
+
+def test_comparison_ignores_where_the_kernel_split_a_stream_but_not_its_content():
+    def notebook(*chunks):
+        cell = nbformat.v4.new_code_cell("print(x)")
+        cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=c) for c in chunks]
+        return nbformat.v4.new_notebook(cells=[cell])
+
+    merged_by_myst_nb = run_notebooks.text_outputs(notebook("a 1.5  ✓\n\nb 2.0\n"))   # chunk strip + "\n"
+    live_kernel = run_notebooks.text_outputs(notebook("a 1.5  ✓", "\nb 2.0\n"))
+    other_value = run_notebooks.text_outputs(notebook("a 1.6  ✓\nb 2.0\n"))
+    assert merged_by_myst_nb == live_kernel != other_value

@@ -6,6 +6,7 @@ Only needs nbclient, nbformat and ipykernel, so it runs in a bare Colab-like env
 
 from __future__ import annotations
 
+import re
 import sys
 import tempfile
 import time
@@ -44,8 +45,11 @@ def text_outputs(nb: nbformat.NotebookNode) -> dict[str, list[str]]:
         # myst-nb's merge_streams puts every stream into the first and may leave the others behind.
         if len(streams) > 1 and streams[0].endswith("".join(streams[1:])):
             streams = streams[:1]
+        # It also strips each chunk the kernel happened to send and adds a newline, so where the
+        # chunks split is visible as whitespace: compare the streams without it.
+        text = re.sub(r"\s+", "", "".join(streams))
         plain = [o["data"]["text/plain"] for o in cell.get("outputs", []) if "text/plain" in o.get("data", {})]
-        out[cell.source] = ["".join(streams)] + plain
+        out[cell.source] = [text] + plain
     return out
 
 
