@@ -81,6 +81,7 @@ def test_no_require_js_or_widget_manager_from_a_cdn(built_html):
         text = page.read_text(encoding="utf-8")
         assert "require.min.js" not in text and "html-manager" not in text, page.name
         assert "THEBE_JS_URL" not in text and "sphinx-thebe.js" not in text, page.name
+        assert "widget-state+json" not in text, page.name   # dead weight without the CDN widget manager
 
 
 def test_every_local_image_exists(built_html):

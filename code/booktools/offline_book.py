@@ -4,6 +4,9 @@
   ``_static/mathjax`` of the output and loaded from there, never from a CDN.
 - sphinx-thebe, which Jupyter Book always loads, is dropped from every page: we do not use thebe,
   and its inline ``const THEBE_JS_URL`` is declared twice on a page (a console error).
+- myst-nb's ``application/vnd.jupyter.widget-state+json`` script is dropped too: only the CDN widget
+  manager (which the book does not load) reads it, and the static widgets carry their own state
+  (over 100 KB of dead JSON on the multi-head page).
 - ``/favicon.ico`` is written at the site root, where browsers look for it on every page.
 - The Colab launch button opens the generated notebook (``make notebooks``) on the branch named by
   ``attnbook_notebooks_branch``; Colab cannot open the MyST ``.md`` sources.
@@ -53,9 +56,14 @@ def _is_thebe(js) -> bool:
     return "thebe" in name.lower() or "THEBE_JS_URL" in body
 
 
-def _strip_thebe(app, pagename, templatename, context, doctree):
+def _is_widget_state(js) -> bool:
+    return getattr(js, "attributes", {}).get("type") == "application/vnd.jupyter.widget-state+json"
+
+
+def _strip_unused_scripts(app, pagename, templatename, context, doctree):
     if "script_files" in context:
-        context["script_files"] = [js for js in context["script_files"] if not _is_thebe(js)]
+        context["script_files"] = [js for js in context["script_files"]
+                                   if not (_is_thebe(js) or _is_widget_state(js))]
 
 
 def _colab_to_notebooks(app, pagename, templatename, context, doctree):
@@ -78,7 +86,7 @@ def _set_mathjax_path(app, config):
 def setup(app):
     app.add_config_value("attnbook_notebooks_branch", "", "html")
     app.connect("config-inited", _set_mathjax_path, priority=900)
-    app.connect("html-page-context", _strip_thebe, priority=900)
+    app.connect("html-page-context", _strip_unused_scripts, priority=900)
     app.connect("html-page-context", _colab_to_notebooks, priority=900)
     app.connect("build-finished", _copy_mathjax)
     app.connect("build-finished", _write_favicon)
