@@ -131,3 +131,12 @@ def test_no_control_characters_in_chapter_sources():
     bad = {p.name: sorted({hex(ord(c)) for c in p.read_text(encoding="utf-8") if c in "\t\b\f\v\r"})
            for p in (ROOT / "chapters").glob("*.md")}
     assert {k: v for k, v in bad.items() if v} == {}
+
+
+@pytest.mark.parametrize("chapter", [c for c in executable_chapters() if c != "chapters/errata"])
+def test_every_chapter_has_exercises_with_solutions_and_glossary_links(chapter):
+    source = (ROOT / f"{chapter}.md").read_text(encoding="utf-8")
+    exercises = re.findall(r"^:::\{exercise\}\n:label: (\S+)", source, re.M)
+    solutions = re.findall(r"^:::\{solution\} (\S+)", source, re.M)
+    assert exercises and sorted(exercises) == sorted(solutions), chapter
+    assert "{term}`" in source, chapter

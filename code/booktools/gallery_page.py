@@ -89,7 +89,8 @@ class GalleryPostTransform(SphinxPostTransform):
             items = collected[docname]
             if not items:
                 continue
-            title = self.env.titles[docname].astext()
+            number = self.env.toc_secnumbers.get(docname, {}).get("")   # e.g. (3,) for chapter 3
+            title = (f"{'.'.join(map(str, number))}. " if number else "") + self.env.titles[docname].astext()
             figures = [i for i in items if i["kind"] == "figure"]
             widgets = [i for i in items if i["kind"] == "widget"]
             out.append(nodes.rubric("", "", self.link(docname, "", nodes.Text(title))))
