@@ -52,10 +52,15 @@ def _next_log_probs(logits: Tensor, bos_id: int, pad_id: int) -> Tensor:
     return torch.log_softmax(logits, -1)
 
 
+def _after_first_eos(tokens: Tensor, eos_id: int) -> Tensor:
+    """True strictly after the first <eos> of each row. Shape: (B, L) -> (B, L) bool."""
+    eos = (tokens == eos_id).long()
+    return eos.cumsum(1) - eos > 0
+
+
 def _finish(tokens: Tensor, eos_id: int, pad_id: int) -> Tensor:
     """Replace everything after the first <eos> with <pad>. Shape: (B, L) -> (B, L)."""
-    after = (tokens == eos_id).long().cumsum(1) - (tokens == eos_id).long() > 0   # strictly after an EOS
-    return tokens.masked_fill(after, pad_id)
+    return tokens.masked_fill(_after_first_eos(tokens, eos_id), pad_id)
 
 
 @_eval_no_grad
@@ -150,5 +155,5 @@ def sequence_log_prob(model, src: Tensor, tokens: Tensor, bos_id: int = 1, eos_i
     logits = model(src, tgt_in)                                                       # (B, L, V)
     logp = _next_log_probs(logits.reshape(-1, logits.size(-1)), bos_id, pad_id)
     picked = logp.gather(1, tokens.reshape(-1, 1)).reshape(tokens.shape)              # (B, L)
-    keep = (tokens == eos_id).long().cumsum(1) - (tokens == eos_id).long() == 0       # up to first EOS
+    keep = ~_after_first_eos(tokens, eos_id)                                          # up to first EOS
     return torch.where(keep, picked, torch.zeros_like(picked)).sum(1)   # -inf at forbidden pads dropped

@@ -87,6 +87,11 @@ def warmup_linear_decay_lr(step: int, peak: float, warmup: int, total: int, fina
     return final + (peak - final) * max(0.0, (total - step) / (total - warmup))
 
 
+def _global_norm(grads: list[Tensor]) -> Tensor:
+    """sqrt(sum_p ||g_p||^2) over all gradients, as one scalar tensor."""
+    return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+
+
 def clip_grad_norm(parameters: Iterable[nn.Parameter], max_norm: float) -> Tensor:
     """Rescale all gradients together so that their global L2 norm is at most ``max_norm``.
 
@@ -98,7 +103,7 @@ def clip_grad_norm(parameters: Iterable[nn.Parameter], max_norm: float) -> Tenso
     grads = [p.grad for p in parameters if p.grad is not None]
     if not grads:
         return torch.tensor(0.0)
-    norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+    norm = _global_norm(grads)
     scale = (max_norm / (norm + 1e-6)).clamp(max=1.0)
     for g in grads:
         g.mul_(scale.to(g.device, g.dtype))
@@ -135,7 +140,7 @@ def fit(model: nn.Module, batch_fn: Callable[[int], tuple], loss_fn: Callable[..
         if max_grad_norm is not None:
             norm = clip_grad_norm(params, max_grad_norm)
         else:
-            norm = torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in params if p.grad is not None]))
+            norm = _global_norm([p.grad for p in params if p.grad is not None])
         optimizer.step()
         hist["loss"].append(loss.item())
         hist["lr"].append(optimizer.param_groups[0]["lr"])
