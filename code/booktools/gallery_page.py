@@ -11,12 +11,12 @@ from __future__ import annotations
 import re
 
 from docutils import nodes
-from myst_nb.sphinx_ import NbMetadataCollector
 from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util.docutils import SphinxDirective
 
+from generated_pages import mark_regenerated
+
 WIDGET = re.compile(r'class="attnbook-static-widget" data-widget="([^"]+)"')  # attnbook/widgets/static.py
-MARK = "has_gallery"
 STYLE = """<style>
 .attnbook-gallery-grid { display: grid; grid-template-columns: repeat(auto-fill, minmax(180px, 1fr)); gap: 1rem; }
 .attnbook-gallery-grid p { margin: 0; font-size: 0.85em; }
@@ -30,7 +30,7 @@ class GalleryNode(nodes.General, nodes.Element):
 
 class GalleryDirective(SphinxDirective):
     def run(self):
-        NbMetadataCollector.set_doc_data(self.env, self.env.docname, MARK, True)
+        mark_regenerated(self.env)
         return [GalleryNode()]
 
 
@@ -115,11 +115,6 @@ class GalleryPostTransform(SphinxPostTransform):
         return out
 
 
-def always_reread(app, env, added, changed, removed):
-    """Re-read the gallery on every build: any chapter may have changed."""
-    return [doc for doc, data in NbMetadataCollector.get_doc_data(env).items() if data.get(MARK)]
-
-
 def setup(app):
     app.add_node(GalleryNode)
     app.add_directive("book-gallery", GalleryDirective)
@@ -127,5 +122,5 @@ def setup(app):
     app.connect("doctree-read", collect)
     app.connect("env-purge-doc", purge)
     app.connect("env-merge-info", merge)
-    app.connect("env-get-outdated", always_reread)
+    app.setup_extension("generated_pages")   # re-read this page on every build
     return {"parallel_read_safe": True, "parallel_write_safe": True, "env_version": 1}

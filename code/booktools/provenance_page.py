@@ -19,8 +19,9 @@ from sphinx.addnodes import pending_xref
 from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util.docutils import SphinxDirective
 
+from generated_pages import mark_regenerated
+
 RECORD = re.compile(r'class="attnbook-provenance" data-record="([^"]*)"')  # attnbook/book.py
-MARK = "has_provenance_table"
 HEADERS = ("章节", "执行用时 (s)", "预算 (s)", "设备", "torch", "日期", "状态")
 
 
@@ -30,7 +31,7 @@ class ProvenanceNode(nodes.General, nodes.Element):
 
 class ProvenanceDirective(SphinxDirective):
     def run(self):
-        NbMetadataCollector.set_doc_data(self.env, self.env.docname, MARK, True)
+        mark_regenerated(self.env)
         return [ProvenanceNode()]
 
 
@@ -92,14 +93,9 @@ class ProvenancePostTransform(SphinxPostTransform):
         return table
 
 
-def always_reread(app, env, added, changed, removed):
-    """Re-read the pages holding the table on every build: a chapter may have re-executed."""
-    return [doc for doc, data in NbMetadataCollector.get_doc_data(env).items() if data.get(MARK)]
-
-
 def setup(app):
     app.add_node(ProvenanceNode)
     app.add_directive("book-provenance", ProvenanceDirective)
     app.add_post_transform(ProvenancePostTransform)
-    app.connect("env-get-outdated", always_reread)
+    app.setup_extension("generated_pages")   # re-read this page on every build
     return {"parallel_read_safe": True, "parallel_write_safe": True}
