@@ -30,10 +30,15 @@ def seed_everything(seed: int = 0) -> None:
 
 
 def start_chapter(seed: int = 0) -> torch.device:
-    """First cell of every chapter: seed, set the figure style, start the clock; returns the device."""
+    """First cell of every chapter: one CPU thread, seed, figure style, start the clock; returns the device.
+
+    One thread because float sums are split differently across threads: with it, a trained model and every
+    printed digit are the same on any core count (the book's small tensors gain little from more threads).
+    """
     global _chapter_start
     from .plot import use_book_style
 
+    torch.set_num_threads(1)
     seed_everything(seed)
     use_book_style()
     _chapter_start = time.perf_counter()

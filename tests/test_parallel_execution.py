@@ -1,0 +1,74 @@
+"""The parallel pre-execution extension: chapters run side by side, once, and myst-nb finds them cached."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+from conftest import ROOT
+
+CELL = """\
+import json, os, time
+start = time.time()
+time.sleep(1.5)
+with open({log!r}, "a") as f:
+    f.write(json.dumps({{"doc": {doc!r}, "start": start, "end": time.time(),
+                         "omp": os.environ.get("OMP_NUM_THREADS")}}) + "\\n")
+print("ran", {doc!r})
+{extra}
+"""
+
+
+def _chapter(log: str, doc: str, extra: str = "", budget: int = 0) -> str:
+    return ("---\nfile_format: mystnb\nkernelspec:\n  name: python3\n  display_name: Python 3\n"
+            f"budget_seconds: {budget}\n---\n\n# {doc}\n\n```{{code-cell}} ipython3\n"
+            + CELL.format(log=log, doc=doc, extra=extra) + "```\n")
+
+
+def _build(tmp_path, docs: dict[str, str]) -> subprocess.CompletedProcess:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "conf.py").write_text(textwrap.dedent(f"""\
+        import sys
+        sys.path.insert(0, {str(ROOT / "code" / "booktools")!r})
+        extensions = ["myst_nb", "parallel_execution"]
+        nb_execution_mode = "cache"
+        nb_execution_cache_path = {str(tmp_path / "cache")!r}
+        nb_execution_raise_on_error = True
+        """))
+    (src / "index.md").write_text("# index\n\n```{toctree}\n" + "\n".join(docs) + "\n```\n")
+    for name, text in docs.items():
+        (src / f"{name}.md").write_text(text)
+    return subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-q", str(src), str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=300)
+
+
+def _runs(log) -> list[dict]:
+    return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+def test_each_chapter_runs_once_side_by_side_on_one_thread_and_is_served_from_the_cache(tmp_path):
+    log = str(tmp_path / "runs.jsonl")
+    result = _build(tmp_path, {"a": _chapter(log, "a", budget=10), "b": _chapter(log, "b", budget=20)})
+    assert result.returncode == 0, result.stderr
+    runs = _runs(tmp_path / "runs.jsonl")
+    assert sorted(r["doc"] for r in runs) == ["a", "b"]          # myst-nb did not execute them again
+    assert all(r["omp"] == "1" for r in runs)
+    if (os.cpu_count() or 1) >= 2:
+        a, b = sorted(runs, key=lambda r: r["doc"])
+        assert a["start"] < b["end"] and b["start"] < a["end"]  # the two kernels overlapped
+    page = (tmp_path / "out" / "a.html").read_text()
+    assert "ran a" in page                                      # the cached output is on the page
+
+
+def test_a_failing_chapter_is_not_cached_and_myst_nb_reports_it(tmp_path):
+    log = str(tmp_path / "runs.jsonl")
+    bad = _chapter(log, "bad", extra='raise ValueError("broken chapter")')
+    result = _build(tmp_path, {"good": _chapter(log, "good"), "bad": bad})
+    assert result.returncode != 0
+    assert "bad.md: WARNING: Executing notebook failed" in result.stderr
+    docs = sorted(r["doc"] for r in _runs(tmp_path / "runs.jsonl"))
+    assert docs == ["bad", "bad", "good"]                     # the failure ran again under myst-nb
