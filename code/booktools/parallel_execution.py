@@ -52,11 +52,12 @@ async def _execute_all(jobs, config, workers: int) -> list[tuple[float, BaseExce
             client = NotebookClient(notebook, timeout=config.execution_timeout,
                                     allow_errors=config.execution_allow_errors, record_timing=False,
                                     resources={"metadata": {"path": str(path.parent)}})
+            error = None
             try:
-                await client.async_execute()
-            except Exception as error:  # noqa: BLE001 - reported, then myst-nb re-runs the chapter
-                return time.perf_counter() - start, error
-            return time.perf_counter() - start, None
+                await client.async_execute(env={**os.environ, **ONE_THREAD})  # the kernel's environment
+            except Exception as exc:  # noqa: BLE001 - not cached: myst-nb runs the chapter again and reports it
+                error = exc
+            return time.perf_counter() - start, error
 
     return await asyncio.gather(*(run(path, nb) for _, path, nb, _ in jobs))
 
@@ -71,16 +72,7 @@ def execute_pending(app, env, docnames) -> None:
     jobs.sort(key=lambda job: -float(job[2].metadata.get("budget_seconds", 0)))  # longest first
     workers = min(len(jobs), os.cpu_count() or 1)
     logger.info(f"executing {len(jobs)} notebooks, {workers} at a time")
-    saved = {name: os.environ.get(name) for name in ONE_THREAD}
-    os.environ.update(ONE_THREAD)  # inherited by the kernels
-    try:
-        results = asyncio.run(_execute_all(jobs, config, workers))
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+    results = asyncio.run(_execute_all(jobs, config, workers))
     cache = get_cache(config.execution_cache_path)
     for (docname, path, notebook, reader), (seconds, error) in zip(jobs, results):
         if error is not None:
