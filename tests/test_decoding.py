@@ -46,6 +46,19 @@ def test_kv_cache_decoding_equals_full_recomputation(norm_first, device):
     torch.testing.assert_close(long_cached, long_full, rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("beam_size, alpha", [(2, 0.0), (4, 0.0), (5, 0.6)])
+def test_cached_beam_search_equals_the_uncached_one(beam_size, alpha, device):
+    """Reordering the cache with the beams gives the tokens and scores of re-reading every prefix."""
+    for seed in range(3):
+        model = _model(seed, sharpen=0.5, device=device)     # flatter distributions: beams reorder often
+        src = _src(b=3, seed=seed, device=device)
+        full = beam_search(model, src, beam_size, 9, length_penalty=alpha)
+        cached = beam_search(model, src, beam_size, 9, length_penalty=alpha, use_cache=True)
+        assert torch.equal(cached[0], full[0])
+        torch.testing.assert_close(cached[1], full[1], rtol=1e-10, atol=1e-10)
+
+
 def test_cache_step_by_step_equals_a_full_forward_pass():
     """Feeding an arbitrary target one token at a time reproduces every row of model(src, tgt)."""
     model = _model(4)

@@ -59,6 +59,19 @@ def test_growth_keeps_every_token_and_nbytes_counts_them():
     assert len(cache) == 0 and cache.keys is None and cache.nbytes() == 0
 
 
+def test_reorder_equals_a_cache_built_from_the_picked_rows():
+    """After reorder(index), appending more tokens gives what a cache fed rows index from the start gives."""
+    _, k, v = _seq(t=5, b=4)
+    index = torch.tensor([2, 2, 0, 3])                      # beams: row 2 has two children, row 1 none
+    cache = KVCache(max_len=5)                              # preallocated: reorder must keep the spare room
+    cache.append(k[:, :, :3], v[:, :, :3])
+    cache.reorder(index)
+    keys, values = cache.append(k[index, :, 3:], v[index, :, 3:])
+    reference = KVCache()
+    ref_keys, ref_values = reference.append(k[index], v[index])
+    assert torch.equal(keys, ref_keys) and torch.equal(values, ref_values)
+
+
 def test_bad_input():
     q, k, v = _seq(t=3)
     cache = KVCache(max_len=4)
@@ -74,3 +87,7 @@ def test_bad_input():
         KVCache(0)
     with pytest.raises(ValueError, match=r"q \(2, 3, 2, 8\) must have the shape of the new keys \(2, 3, 1, 8\)"):
         KVCache().attend(q[:, :, :2], k[:, :, :1], v[:, :, :1])
+    with pytest.raises(ValueError, match=r"index must lie in \[0, 2\), got min 0, max 2"):
+        cache.reorder(torch.tensor([0, 2]))
+    with pytest.raises(ValueError, match=r"index must be a 1-D int64 tensor, got torch.float32 \(2,\)"):
+        cache.reorder(torch.tensor([0.0, 1.0]))

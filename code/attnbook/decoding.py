@@ -95,13 +95,15 @@ def greedy_decode(model, src: Tensor, max_len: int, bos_id: int = 1, eos_id: int
 
 @_eval_no_grad
 def beam_search(model, src: Tensor, beam_size: int, max_len: int, bos_id: int = 1, eos_id: int = 2,
-                pad_id: int = 0, length_penalty: float = 0.0) -> tuple[Tensor, Tensor]:
+                pad_id: int = 0, length_penalty: float = 0.0, use_cache: bool = False) -> tuple[Tensor, Tensor]:
     """Keep the ``beam_size`` best prefixes by total log-probability; return the best finished one.
 
     A hypothesis is finished when it emits <eos> (it then only extends with <pad>, at no cost) or
     after ``max_len`` tokens. The final choice divides each score by ((5 + length) / 6) ** alpha
     (Wu et al., 2016) with alpha = ``length_penalty``; 0 keeps the plain sum of log-probabilities.
-    The decoder re-reads each beam's whole prefix at every step (no cache: beams get reordered).
+    ``use_cache=False`` re-reads each beam's whole prefix at every step. ``use_cache=True`` feeds only
+    the newest tokens and, after each step, reorders the cache so that row i holds the keys and values
+    of beam i's parent. Both give the same result.
 
     Shape:
         src: (B, S) -> tokens (B, L) with <pad> after <eos>, scores (B,) (the normalised score).
@@ -119,8 +121,10 @@ def beam_search(model, src: Tensor, beam_size: int, max_len: int, bos_id: int = 
     scores[:, 0] = 0.0                                             # K identical <bos> beams: keep one
     finished = torch.zeros(b * k, dtype=torch.bool, device=src.device)
     lengths = torch.zeros_like(scores).reshape(-1)                 # (B*K,) tokens up to and including <eos>
+    cache = model.new_cache() if use_cache else None
     for _ in range(max_len):
-        logp = _next_log_probs(model.decode(ys, memory, src_mask)[:, -1], bos_id, pad_id)  # (B*K, V)
+        new = ys if cache is None else ys[:, -1:]                  # (B*K, t) or (B*K, 1)
+        logp = _next_log_probs(model.decode(new, memory, src_mask, cache)[:, -1], bos_id, pad_id)  # (B*K, V)
         v = logp.size(-1)
         # A finished beam has exactly one continuation, <pad>, costing nothing.
         logp[finished] = float("-inf")
@@ -131,6 +135,8 @@ def beam_search(model, src: Tensor, beam_size: int, max_len: int, bos_id: int = 
         token = (flat % v).reshape(-1)                             # (B*K,)
         parent = parent.reshape(-1)
         ys = torch.cat([ys[parent], token[:, None]], 1)           # (B*K, t + 1)
+        if cache is not None:
+            cache.reorder(parent)                                  # row i continues its parent's prefix
         lengths = lengths[parent] + (~finished[parent]).float()
         finished = finished[parent] | (token == eos_id)
         if bool(finished.all()):

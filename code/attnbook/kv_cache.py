@@ -89,6 +89,21 @@ class KVCache:
         self._len = need
         return self.keys, self.values
 
+    def reorder(self, index: Tensor) -> None:
+        """Keep batch row ``index[i]`` as row i (beam search: each beam continues a parent's prefix).
+
+        Shape: index (B_new,) int64 in [0, B) -> keys (B_new, H, T, D).
+        """
+        if self._k is None:
+            return
+        if not isinstance(index, Tensor) or index.dim() != 1 or index.dtype != torch.long:
+            got = f"{index.dtype} {tuple(index.shape)}" if isinstance(index, Tensor) else type(index).__name__
+            raise ValueError(f"index must be a 1-D int64 tensor, got {got}")
+        if index.numel() and (int(index.min()) < 0 or int(index.max()) >= self._k.size(0)):
+            raise ValueError(f"index must lie in [0, {self._k.size(0)}), got min {int(index.min())}, "
+                             f"max {int(index.max())}")
+        self._k, self._v = self._k[index], self._v[index]
+
     def _grow(self, old: Tensor | None, like: Tensor, cap: int) -> Tensor:
         buf = like.new_empty(like.size(0), like.size(1), cap, like.size(3))   # (B, H, cap, D)
         if old is not None:

@@ -108,6 +108,13 @@ class DecoderCache:
     def __len__(self) -> int:
         return len(self.layers[0].self_attn)
 
+    def reorder(self, index: Tensor) -> None:
+        """Row i of every layer's keys and values becomes old row ``index[i]``. Shape: index (B,) int64."""
+        for layer in self.layers:
+            layer.self_attn.reorder(index)
+            if layer.memory_kv is not None:
+                layer.memory_kv = tuple(t[index] for t in layer.memory_kv)
+
 
 def _attend_cached(mha: MultiHeadAttention, x: Tensor, cache: KVCache) -> tuple[Tensor, Tensor]:
     """Masked self-attention for the newest tokens only, reusing the cached keys and values.
