@@ -28,7 +28,7 @@ def _chapter(log: str, doc: str, extra: str = "", budget: int = 0) -> str:
             + CELL.format(log=log, doc=doc, extra=extra) + "```\n")
 
 
-def _build(tmp_path, docs: dict[str, str]) -> subprocess.CompletedProcess:
+def _build(tmp_path, docs: dict[str, str], extra_conf: str = "") -> subprocess.CompletedProcess:
     src = tmp_path / "src"
     src.mkdir()
     (src / "conf.py").write_text(textwrap.dedent(f"""\
@@ -38,7 +38,7 @@ def _build(tmp_path, docs: dict[str, str]) -> subprocess.CompletedProcess:
         nb_execution_mode = "cache"
         nb_execution_cache_path = {str(tmp_path / "cache")!r}
         nb_execution_raise_on_error = True
-        """))
+        """) + extra_conf)
     (src / "index.md").write_text("# index\n\n```{toctree}\n" + "\n".join(docs) + "\n```\n")
     for name, text in docs.items():
         (src / f"{name}.md").write_text(text)
@@ -72,3 +72,11 @@ def test_a_failing_chapter_is_not_cached_and_myst_nb_reports_it(tmp_path):
     assert "bad.md: WARNING: Executing notebook failed" in result.stderr
     docs = sorted(r["doc"] for r in _runs(tmp_path / "runs.jsonl"))
     assert docs == ["bad", "bad", "good"]                     # the failure ran again under myst-nb
+
+
+def test_notebooks_excluded_from_execution_are_left_alone(tmp_path):
+    log = str(tmp_path / "runs.jsonl")
+    result = _build(tmp_path, {"run": _chapter(log, "run"), "skip": _chapter(log, "skip")},
+                    extra_conf='nb_execution_excludepatterns = ["skip.md"]\n')
+    assert result.returncode == 0, result.stderr
+    assert [r["doc"] for r in _runs(tmp_path / "runs.jsonl")] == ["run"]

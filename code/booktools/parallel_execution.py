@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from jupyter_cache import get_cache
 from jupyter_cache.base import CacheBundleIn
@@ -27,12 +27,15 @@ ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPEN
 
 def pending_notebooks(env, docnames) -> list[tuple[str, Path, object, object]]:
     """(docname, path, notebook, reader) for each doc that is a notebook missing from the cache."""
-    cache = get_cache(env.mystnb_config.execution_cache_path)
+    config = env.mystnb_config
+    cache = get_cache(config.execution_cache_path)
     out = []
     for docname in docnames:
         path = Path(env.doc2path(docname))
+        if any(PurePosixPath(path.as_posix()).match(p) for p in config.execution_excludepatterns):
+            continue  # myst-nb does not execute these either
         text = path.read_text(encoding="utf-8")
-        reader = create_nb_reader(str(path), env.myst_config, env.mystnb_config, text)
+        reader = create_nb_reader(str(path), env.myst_config, config, text)
         if reader is None:
             continue
         notebook = reader.read(text)
