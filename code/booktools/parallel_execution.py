@@ -25,10 +25,9 @@ logger = logging.getLogger(__name__)
 ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
 
 
-def pending_notebooks(env, docnames) -> list[tuple[str, Path, object, object]]:
+def pending_notebooks(env, docnames, cache) -> list[tuple[str, Path, object, object]]:
     """(docname, path, notebook, reader) for each doc that is a notebook missing from the cache."""
     config = env.mystnb_config
-    cache = get_cache(config.execution_cache_path)
     out = []
     for docname in docnames:
         path = Path(env.doc2path(docname))
@@ -69,14 +68,14 @@ def execute_pending(app, env, docnames) -> None:
     config = env.mystnb_config
     if config.execution_mode != "cache":
         return
-    jobs = pending_notebooks(env, docnames)
+    cache = get_cache(config.execution_cache_path)
+    jobs = pending_notebooks(env, docnames, cache)
     if not jobs:
         return
     jobs.sort(key=lambda job: -float(job[2].metadata.get("budget_seconds", 0)))  # longest first
     workers = min(len(jobs), os.cpu_count() or 1)
     logger.info(f"executing {len(jobs)} notebooks, {workers} at a time")
     results = asyncio.run(_execute_all(jobs, config, workers))
-    cache = get_cache(config.execution_cache_path)
     for (docname, path, notebook, reader), (seconds, error) in zip(jobs, results):
         if error is not None:
             logger.info(f"{docname}: failed in parallel execution ({type(error).__name__}); myst-nb runs it again")
