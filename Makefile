@@ -3,6 +3,7 @@
 # make notebooks  — one .ipynb per chapter for Colab/Binder, in _build/notebooks/
 # make serve      — preview _build/html on http://127.0.0.1:8000
 # make bench      — attention benchmark (ours vs torch SDPA) -> chapters/data/bench-<cpu|cuda>.json
+# make robustness — every chapter under seed shifts 1-3 and CPU kernels default/avx2/avx512 (a table)
 
 PYTHON      ?= python3
 VENV        ?= .venv
@@ -12,7 +13,7 @@ BIN         := $(VENV)/bin
 SUDO        := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PORT        ?= 8000
 
-.PHONY: venv book test notebooks serve browser clean bench
+.PHONY: venv book test notebooks serve browser clean bench robustness
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt constraints.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV_FLAGS) $(VENV)
@@ -43,6 +44,10 @@ notebooks: venv
 
 test: book browser notebooks
 	$(BIN)/python -m pytest
+
+# Every chapter under each variant (ROBUSTNESS_ARGS="--variants seed+1 --chapters softmax" to narrow it).
+robustness: venv
+	$(BIN)/python code/booktools/robustness.py $(ROBUSTNESS_ARGS)
 
 # Outside the book build: timings need a quiet machine. BENCH_ARGS passes flags (see --help).
 bench: venv

@@ -19,7 +19,8 @@ from .benchmark import (
     sdpa_backend,
     time_interleaved,
 )
-from .book import device_name, pick_device, provenance, seed_everything, start_chapter
+from .book import device_name, generator, glue, pick_device, provenance, seed, seed_everything, seed_shift, start_chapter
+from .claims import ClaimError, check
 from .classifier import (
     CharVocab,
     LogisticRegression,
@@ -140,7 +141,8 @@ from .widgets import AttentionHeadBrowser, DkScalingWidget, SinusoidalExplorerWi
 __version__ = "0.1.0"
 
 __all__ = [
-    "device_name", "pick_device", "provenance", "seed_everything", "start_chapter",
+    "device_name", "generator", "glue", "pick_device", "provenance", "seed", "seed_everything", "seed_shift",
+    "start_chapter", "ClaimError", "check",
     "cross_entropy", "entmax15", "entropy", "log_softmax", "logsumexp", "masked_softmax",
     "naive_softmax", "softmax", "softmax_jacobian", "sparsemax", "topk_softmax",
     "SoftmaxTemperatureWidget",

@@ -1,7 +1,7 @@
 """Write one .ipynb per chapter (for Colab and Binder) from the MyST sources: ``make notebooks``.
 
-The first cell installs ``attnbook`` from the repository configured in ``_config.yml`` when it is
-not importable. Sphinx-only syntax is rewritten into plain Markdown a notebook can show:
+The first cell installs ``attnbook`` from the repository configured in ``_config.yml``, pinned to the
+commit the book is built from (``book_ref``), when it is not importable. Sphinx-only syntax is rewritten into plain Markdown a notebook can show:
 ``{literalinclude}`` of a ``:pyobject:`` becomes the function's source, ``{exercise}`` and
 ``{solution}`` become a heading and a collapsed ``<details>``, other directives a quoted block,
 and roles (``{cite}``, ``{glue:text}``, ``{term}``…) their plain text.
@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import argparse
 import ast
+import os
 import re
+import subprocess
 from pathlib import Path
 
 import jupytext
@@ -21,10 +23,30 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 
 INSTALL_CELL = '''\
-# Colab / Binder: install the book's package when it is not importable yet.
-import importlib.util, subprocess, sys
+# Colab / Binder：若还没有安装本书的软件包 attnbook，就安装本书构建时所用的那个提交（书中的数字由它算出）。
+import importlib.util, os, subprocess, sys
+ATTNBOOK = "attnbook @ git+{url}.git@{ref}"
 if importlib.util.find_spec("attnbook") is None:
-    subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", "attnbook @ git+{url}.git@{branch}"])'''
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", ATTNBOOK], capture_output=True, text=True,
+                         env={{**os.environ, "GIT_TERMINAL_PROMPT": "0"}})  # 不要停下来等用户名和密码
+    if pip.returncode != 0:
+        last = (pip.stderr.strip().splitlines() or ["（无输出）"])[-1]
+        raise RuntimeError(
+            f"无法安装本书的软件包 attnbook：{{ATTNBOOK}}\\n"
+            f"pip 的最后一行输出：{{last}}\\n"
+            "可以这样做：(1) 确认这台机器能访问 GitHub 和 PyPI 后重新运行本单元；"
+            "(2) 在能联网的电脑上克隆本书仓库，在仓库根目录运行 `pip install .`，再在那里打开本笔记本；"
+            "(3) 在 Binder 中打开本章（书页顶部的火箭按钮），那里已经装好了 attnbook。") from None'''
+
+
+def book_ref(root: Path = ROOT) -> str:
+    """The commit (or tag) the notebooks' install cell pins: ``ATTNBOOK_REF`` if set, else the checkout's HEAD."""
+    ref = os.environ.get("ATTNBOOK_REF") or subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
+    if not ref:
+        raise ValueError("no commit to pin the install cell to: set ATTNBOOK_REF (a commit or tag) outside a git checkout")
+    return ref
+
 
 FENCE = re.compile(r"^(?P<fence>:{3,}|`{3,})\{(?P<name>[\w:-]+)\}(?P<arg>[^\n]*)\n(?P<body>.*?)^(?P=fence)[ \t]*$",
                    re.M | re.S)
@@ -96,12 +118,12 @@ def to_plain_markdown(text: str, chapter: Path) -> str:
     return ROLE.sub(role, FENCE.sub(directive, text))
 
 
-def to_notebook(chapter: Path, repo_url: str, branch: str) -> nbformat.NotebookNode:
+def to_notebook(chapter: Path, repo_url: str, ref: str) -> nbformat.NotebookNode:
     nb = jupytext.read(chapter)
     for cell in nb.cells:
         if cell.cell_type == "markdown":
             cell.source = to_plain_markdown(cell.source, chapter)
-    nb.cells.insert(0, nbformat.v4.new_code_cell(INSTALL_CELL.format(url=repo_url, branch=branch)))
+    nb.cells.insert(0, nbformat.v4.new_code_cell(INSTALL_CELL.format(url=repo_url, ref=ref)))
     nb.metadata.pop("jupytext", None)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     for i, cell in enumerate(nb.cells):
@@ -114,11 +136,11 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "_build" / "notebooks")
     args = parser.parse_args()
     config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
-    repo = config["repository"]
+    repo, ref = config["repository"], book_ref()
     for chapter in chapter_sources():
         target = args.out / chapter.relative_to(ROOT).with_suffix(".ipynb")
         target.parent.mkdir(parents=True, exist_ok=True)
-        nbformat.write(to_notebook(chapter, repo["url"].rstrip("/"), repo.get("branch", "main")), target)
+        nbformat.write(to_notebook(chapter, repo["url"].rstrip("/"), ref), target)
         print(f"wrote {target.relative_to(ROOT) if target.is_relative_to(ROOT) else target}")
 
 

@@ -10,19 +10,19 @@ machine's core count). A chapter that fails here is not cached: myst-nb runs it 
 
 from __future__ import annotations
 
-import asyncio
 import os
-import time
 from pathlib import Path, PurePosixPath
 
 from jupyter_cache import get_cache
 from jupyter_cache.base import CacheBundleIn
 from myst_nb.core.read import create_nb_reader
-from nbclient import NotebookClient
 from sphinx.util import logging
 
+from run_notebooks import Run, execute_all
+
+GLUE_VARIABLE = "ATTNBOOK_GLUE"  # attnbook.book.GLUE_VARIABLE (the build must not import torch)
+
 logger = logging.getLogger(__name__)
-ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
 
 
 def pending_notebooks(env, docnames, cache) -> list[tuple[str, Path, object, object]]:
@@ -45,25 +45,6 @@ def pending_notebooks(env, docnames, cache) -> list[tuple[str, Path, object, obj
     return out
 
 
-async def _execute_all(jobs, config, workers: int) -> list[tuple[float, BaseException | None]]:
-    slots = asyncio.Semaphore(workers)
-
-    async def run(path: Path, notebook) -> tuple[float, BaseException | None]:
-        async with slots:
-            start = time.perf_counter()
-            client = NotebookClient(notebook, timeout=config.execution_timeout,
-                                    allow_errors=config.execution_allow_errors, record_timing=False,
-                                    resources={"metadata": {"path": str(path.parent)}})
-            error = None
-            try:
-                await client.async_execute(env={**os.environ, **ONE_THREAD})  # the kernel's environment
-            except Exception as exc:  # noqa: BLE001 - not cached: myst-nb runs the chapter again and reports it
-                error = exc
-            return time.perf_counter() - start, error
-
-    return await asyncio.gather(*(run(path, nb) for _, path, nb, _ in jobs))
-
-
 def execute_pending(app, env, docnames) -> None:
     config = env.mystnb_config
     if config.execution_mode != "cache":
@@ -72,20 +53,22 @@ def execute_pending(app, env, docnames) -> None:
     jobs = pending_notebooks(env, docnames, cache)
     if not jobs:
         return
-    jobs.sort(key=lambda job: -float(job[2].metadata.get("budget_seconds", 0)))  # longest first
-    workers = min(len(jobs), os.cpu_count() or 1)
-    logger.info(f"executing {len(jobs)} notebooks, {workers} at a time")
-    results = asyncio.run(_execute_all(jobs, config, workers))
-    for (docname, path, notebook, reader), (seconds, error) in zip(jobs, results):
-        if error is not None:
-            logger.info(f"{docname}: failed in parallel execution ({type(error).__name__}); myst-nb runs it again")
+    logger.info(f"executing {len(jobs)} notebooks, {min(len(jobs), os.cpu_count() or 1)} at a time")
+    runs = execute_all([Run(docname, notebook, path.parent) for docname, path, notebook, _ in jobs],
+                       timeout=config.execution_timeout, allow_errors=config.execution_allow_errors)
+    for (docname, path, notebook, reader), run in zip(jobs, runs):
+        if run.error is not None:
+            logger.info(f"{docname}: failed in parallel execution ({type(run.error).__name__}); myst-nb runs it again")
             continue
         record = cache.add_nb_to_project(str(path), read_data=reader.read_fmt)
-        cache.cache_notebook_bundle(CacheBundleIn(notebook, record.uri, data={"execution_seconds": seconds}),
+        cache.cache_notebook_bundle(CacheBundleIn(notebook, record.uri, data={"execution_seconds": run.seconds}),
                                     check_validity=False, overwrite=True)
-        logger.info(f"{docname}: executed in {seconds:.1f} s")
+        logger.info(f"{docname}: executed in {run.seconds:.1f} s")
 
 
 def setup(app):
+    # Every kernel the build starts (ours, or myst-nb's for a chapter that failed here) inherits this:
+    # attnbook.glue then emits the bundle myst-nb's {glue} roles read.
+    os.environ[GLUE_VARIABLE] = "1"
     app.connect("env-before-read-docs", execute_pending)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

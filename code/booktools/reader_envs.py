@@ -1,0 +1,102 @@
+"""Clean virtual environments standing in for a Colab and a Binder reader (used by ``make test``).
+
+- Colab-like: only what Colab preinstalls that the book uses (versions close to Colab's in 2025, on the
+  project's Python) plus a wheel of ``attnbook`` built from the checkout, standing in for the notebook's own
+  install cell. No Jupyter Book, no myst-nb, no jupytext.
+- Binder-like: ``binder/requirements.txt`` and ``binder/postBuild``, as repo2docker runs them, plus the
+  kernel that repo2docker's base environment brings.
+
+Each gets a Jupyter kernel spec named ``attnbook-<name>`` under ``<env>/share/jupyter``; put that folder on
+``JUPYTER_PATH`` to run notebooks in it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+# What Colab preinstalls that the chapters use (Colab, 2025: numpy 2.0.2, matplotlib 3.10, ipywidgets 7.7.1,
+# ipykernel 6.17); torch comes from constraints.txt (the project's CPU wheel; Colab has its own torch).
+COLAB_PACKAGES = ["torch", "numpy==2.0.2", "matplotlib==3.10.0", "ipywidgets==7.7.1", "ipykernel==6.17.1"]
+BINDER_KERNEL = ["ipykernel"]  # repo2docker's base environment runs the kernel
+
+
+def _pip(python: Path, *args: str, env: dict | None = None) -> None:
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *args],
+                   check=True, env=env)
+
+
+def _fresh_venv(path: Path, key: str) -> tuple[Path, bool]:
+    """(python, reused): reuse ``path`` when it was made for the same ``key``, else make it anew."""
+    python = path / "bin" / "python"
+    stamp = path / ".key"
+    if python.exists() and stamp.exists() and stamp.read_text() == key:
+        return python, True
+    shutil.rmtree(path, ignore_errors=True)
+    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True)
+    return python, False
+
+
+def _key(*files: Path, extra: str = "") -> str:
+    digest = hashlib.sha256(extra.encode())
+    for f in files:
+        digest.update(f.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _kernel(python: Path, name: str) -> str:
+    """Register the env's kernel as ``attnbook-<name>`` under ``<env>/share/jupyter``."""
+    prefix = python.parent.parent
+    subprocess.run([str(python), "-m", "ipykernel", "install", "--prefix", str(prefix),
+                    "--name", f"attnbook-{name}"], check=True, stdout=subprocess.DEVNULL)
+    return f"attnbook-{name}"
+
+
+def jupyter_path(env: Path) -> str:
+    return str(env / "share" / "jupyter")
+
+
+def colab_env(path: Path, constraints: Path | None = ROOT / "constraints.txt") -> str:
+    """A Colab-like env at ``path`` with attnbook installed from a wheel of this checkout; returns the kernel name."""
+    cons = ["-c", str(constraints)] if constraints else []
+    key = _key(ROOT / "pyproject.toml", *([constraints] if constraints else []), extra=" ".join(COLAB_PACKAGES))
+    python, reused = _fresh_venv(path, key)
+    if not reused:
+        _pip(python, "--upgrade", "pip")
+        _pip(python, *cons, *COLAB_PACKAGES)
+    with tempfile.TemporaryDirectory() as wheels:
+        # The package as a wheel, like `pip install git+…@commit` builds it: only what pyproject ships.
+        subprocess.run([str(python), "-m", "pip", "wheel", "-q", "--no-deps", "-w", wheels, str(ROOT)], check=True)
+        _pip(python, *cons, "--force-reinstall", "--no-deps", *map(str, Path(wheels).glob("attnbook-*.whl")))
+        _pip(python, *cons, *map(str, Path(wheels).glob("attnbook-*.whl")))  # its declared dependencies
+    (path / ".key").write_text(key)
+    return _kernel(python, "colab")
+
+
+def binder_env(path: Path, constraints: Path | None = ROOT / "constraints.txt") -> str:
+    """A Binder-like env at ``path``: binder/requirements.txt, then binder/postBuild; returns the kernel name.
+
+    The requirements' ``--extra-index-url`` (the CPU torch index Binder uses) is left out: the project's
+    machines reach PyPI only, and take torch from ``constraints``.
+    """
+    binder = ROOT / "binder"
+    key = _key(binder / "requirements.txt", binder / "postBuild", ROOT / "pyproject.toml",
+               *([constraints] if constraints else []))
+    python, reused = _fresh_venv(path, key)
+    if not reused:
+        requirements = path / "binder-requirements.txt"
+        lines = (binder / "requirements.txt").read_text().splitlines()
+        requirements.write_text("\n".join(l for l in lines if not l.startswith("--extra-index-url")) + "\n")
+        _pip(python, "--upgrade", "pip")
+        _pip(python, *(["-c", str(constraints)] if constraints else []), "-r", str(requirements), *BINDER_KERNEL)
+        with tempfile.TemporaryDirectory() as home:  # postBuild writes JupyterLab settings under $HOME
+            env = {**os.environ, "HOME": home, "PATH": f"{python.parent}{os.pathsep}{os.environ['PATH']}"}
+            subprocess.run(["bash", str(binder / "postBuild")], cwd=ROOT, check=True, env=env)
+        (path / ".key").write_text(key)
+    return _kernel(python, "binder")
