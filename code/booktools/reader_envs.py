@@ -27,9 +27,15 @@ COLAB_PACKAGES = ["torch", "numpy==2.0.2", "matplotlib==3.10.0", "ipywidgets==7.
 BINDER_KERNEL = ["ipykernel"]  # repo2docker's base environment runs the kernel
 
 
-def _pip(python: Path, *args: str, env: dict | None = None) -> None:
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *args],
-                   check=True, env=env)
+def _quiet(cmd: list[str], **kwargs) -> None:
+    """Run a command; show its output only when it fails."""
+    done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kwargs)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{done.stdout[-4000:]}")
+
+
+def _pip(python: Path, *args: str) -> None:
+    _quiet([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *args])
 
 
 def _fresh_venv(path: Path, key: str) -> tuple[Path, bool]:
@@ -39,7 +45,7 @@ def _fresh_venv(path: Path, key: str) -> tuple[Path, bool]:
     if python.exists() and stamp.exists() and stamp.read_text() == key:
         return python, True
     shutil.rmtree(path, ignore_errors=True)
-    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True)
+    _quiet([sys.executable, "-m", "venv", str(path)])
     return python, False
 
 
@@ -53,8 +59,7 @@ def _key(*files: Path, extra: str = "") -> str:
 def _kernel(python: Path, name: str) -> str:
     """Register the env's kernel as ``attnbook-<name>`` under ``<env>/share/jupyter``."""
     prefix = python.parent.parent
-    subprocess.run([str(python), "-m", "ipykernel", "install", "--prefix", str(prefix),
-                    "--name", f"attnbook-{name}"], check=True, stdout=subprocess.DEVNULL)
+    _quiet([str(python), "-m", "ipykernel", "install", "--prefix", str(prefix), "--name", f"attnbook-{name}"])
     return f"attnbook-{name}"
 
 
@@ -72,7 +77,7 @@ def colab_env(path: Path, constraints: Path | None = ROOT / "constraints.txt") -
         _pip(python, *cons, *COLAB_PACKAGES)
     with tempfile.TemporaryDirectory() as wheels:
         # The package as a wheel, like `pip install git+…@commit` builds it: only what pyproject ships.
-        subprocess.run([str(python), "-m", "pip", "wheel", "-q", "--no-deps", "-w", wheels, str(ROOT)], check=True)
+        _quiet([str(python), "-m", "pip", "wheel", "-q", "--no-deps", "-w", wheels, str(ROOT)])
         _pip(python, *cons, "--force-reinstall", "--no-deps", *map(str, Path(wheels).glob("attnbook-*.whl")))
         _pip(python, *cons, *map(str, Path(wheels).glob("attnbook-*.whl")))  # its declared dependencies
     (path / ".key").write_text(key)
@@ -97,6 +102,6 @@ def binder_env(path: Path, constraints: Path | None = ROOT / "constraints.txt") 
         _pip(python, *(["-c", str(constraints)] if constraints else []), "-r", str(requirements), *BINDER_KERNEL)
         with tempfile.TemporaryDirectory() as home:  # postBuild writes JupyterLab settings under $HOME
             env = {**os.environ, "HOME": home, "PATH": f"{python.parent}{os.pathsep}{os.environ['PATH']}"}
-            subprocess.run(["bash", str(binder / "postBuild")], cwd=ROOT, check=True, env=env)
+            _quiet(["bash", str(binder / "postBuild")], cwd=ROOT, env=env)
         (path / ".key").write_text(key)
     return _kernel(python, "binder")

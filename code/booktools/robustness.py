@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import jupytext
+import nbformat
 
 from notebooks import ROOT, chapter_sources
 from run_notebooks import Run, execute_all
@@ -47,6 +48,9 @@ def main() -> int:
     parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated, from: " + ", ".join(VARIANTS))
     parser.add_argument("--chapters", default="", help="comma-separated chapter names (default: every chapter)")
     parser.add_argument("--out", type=Path, default=ROOT / "_build" / "robustness.md")
+    parser.add_argument("--workers", type=int, default=None, help="kernels at a time (default: the core count)")
+    parser.add_argument("--keep", type=Path, default=None,
+                        help="write each executed notebook here as <chapter>@<variant>.ipynb, to read its values")
     args = parser.parse_args()
     variants = args.variants.split(",")
     unknown = set(variants) - set(VARIANTS)
@@ -55,10 +59,15 @@ def main() -> int:
     sources = [p for p in chapter_sources() if not args.chapters or p.stem in args.chapters.split(",")]
     runs = [Run(f"{p.stem}@{v}", jupytext.read(p), p.parent, VARIANTS[v]) for v in variants for p in sources]
     print(f"robustness: {len(sources)} chapters x {len(variants)} variants", flush=True)
-    execute_all(runs)
+    execute_all(runs, workers=args.workers, report=lambda run: print(f"{run.name}: {run.seconds:.0f} s "
+                                               + ("ok" if not run.errors else "FAILED"), flush=True))
     for run in runs:
         for message in run.errors:
             print(f"FAILED {run.name}: {first_line(message)}")
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
+        for run in runs:
+            nbformat.write(run.notebook, args.keep / f"{run.name}.ipynb")
     text = table(runs, [p.stem for p in sources], variants)
     print(text)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -13,6 +13,7 @@ import re
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,7 +48,7 @@ def budget(nb: nbformat.NotebookNode) -> float:
     return float(nb.metadata.get("budget_seconds", 0))
 
 
-async def _run_one(run: Run, slots: asyncio.Semaphore, timeout: int, allow_errors: bool) -> None:
+async def _run_one(run: Run, slots: asyncio.Semaphore, timeout: int, allow_errors: bool, report) -> None:
     async with slots:
         with tempfile.TemporaryDirectory() as empty:
             client = NotebookClient(run.notebook, timeout=timeout, kernel_name=run.kernel_name,
@@ -59,21 +60,23 @@ async def _run_one(run: Run, slots: asyncio.Semaphore, timeout: int, allow_error
             except Exception as exc:  # noqa: BLE001 - reported through run.errors
                 run.error = exc
             run.seconds = time.perf_counter() - start
+        if report:
+            report(run)
 
 
 def execute_all(runs: list[Run], workers: int | None = None, timeout: int = 900,
-                allow_errors: bool = True) -> list[Run]:
+                allow_errors: bool = True, report: Callable[[Run], None] | None = None) -> list[Run]:
     """Execute every run, ``workers`` (default: the core count) at a time, longest budget first; returns ``runs``.
 
     With ``allow_errors`` every cell runs and errors are read from the outputs; without it a run stops at
-    its first failing cell (``run.error``).
+    its first failing cell (``run.error``). ``report`` is called with each run as it finishes.
     """
     workers = max(1, min(len(runs), workers or os.cpu_count() or 1))
 
     async def main():
         slots = asyncio.Semaphore(workers)
         order = sorted(runs, key=lambda r: -budget(r.notebook))
-        await asyncio.gather(*(_run_one(r, slots, timeout, allow_errors) for r in order))
+        await asyncio.gather(*(_run_one(r, slots, timeout, allow_errors, report) for r in order))
 
     asyncio.run(main())
     return runs
@@ -117,11 +120,14 @@ def text_outputs(nb: nbformat.NotebookNode) -> dict[str, list[str]]:
     return out
 
 
+def print_run(run: Run) -> None:
+    status = "ok" if not run.errors else "FAILED: " + "; ".join(run.errors)
+    print(f"{run.name}: {run.seconds:.1f} s {status}", flush=True)
+
+
 def main(folder: str) -> int:
     runs = [Run(p.stem, nbformat.read(p, as_version=4)) for p in sorted(Path(folder).rglob("*.ipynb"))]
-    for run in execute_all(runs):
-        status = "ok" if not run.errors else "FAILED: " + "; ".join(run.errors)
-        print(f"{run.name}: {run.seconds:.1f} s {status}", flush=True)
+    execute_all(runs, report=print_run)
     return 1 if any(r.errors for r in runs) else 0
 
 

@@ -1,0 +1,230 @@
+"""Measuring attention: peak memory, interleaved timings, which SDPA kernel ran, a results table.
+
+Peak memory counts the bytes torch's allocator hands out while a call runs, beyond what was
+allocated before it (the output included): on CUDA ``torch.cuda.max_memory_allocated``; on CPU,
+which keeps no such counter, the allocation and free events recorded by ``torch.profiler`` with
+``profile_memory=True``, summed in time order. Both count tensor bytes, not the process's RSS.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import os
+import statistics
+import time
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+from .attention import scaled_dot_product_attention
+from .book import device_name
+from .efficient import tiled_attention
+
+__all__ = ["peak_memory", "memory_timeline", "time_interleaved", "sdpa_backend", "attention_methods",
+           "attention_benchmark", "results_markdown"]
+
+MIB = 2**20
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def peak_memory(fn: Callable, *args, device: torch.device | str | None = None, **kwargs) -> int:
+    """Peak extra bytes allocated while ``fn(*args, **kwargs)`` runs (its result included).
+
+    ``device`` defaults to the device of the first tensor argument.
+
+    Shape:
+        any -> int (bytes)
+    """
+    if device is None:
+        device = next((a.device for a in args if isinstance(a, torch.Tensor)), torch.device("cpu"))
+    device = torch.device(device)
+    if device.type == "cuda":
+        _sync(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        base = torch.cuda.memory_allocated(device)
+        result = fn(*args, **kwargs)
+        _sync(device)
+        peak = torch.cuda.max_memory_allocated(device) - base
+        del result
+        return int(peak)
+    if device.type != "cpu":
+        raise ValueError(f"peak_memory supports cpu and cuda, got {device}")
+    live = peak = 0
+    for _, nbytes, _ in _cpu_memory_events(fn, args, kwargs):   # + allocation, - free, in time order
+        live += nbytes
+        peak = max(peak, live)
+    return int(peak)
+
+
+def _cpu_memory_events(fn, args, kwargs, with_ops: bool = False) -> list[tuple[int, int, str]]:
+    """(time ns, +/- bytes, op) of every CPU allocation and free while fn runs, in time order."""
+    from torch.profiler import ProfilerActivity, profile
+
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")   # else Kineto writes start/stop lines to stderr
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        result = fn(*args, **kwargs)
+    del result
+    events = prof.profiler.kineto_results.events()
+    ops = [(e.start_ns(), e.end_ns(), e.name()) for e in events if e.name() != "[memory]"] if with_ops else []
+    out = []
+    for e in events:
+        if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU:
+            t = e.start_ns()
+            inner = [o for o in ops if o[0] <= t <= o[1]]              # ops running at that moment
+            out.append((t, e.nbytes(), max(inner)[2] if inner else ""))  # innermost: latest start
+    return sorted(out, key=lambda x: x[0])                              # stable for equal times
+
+
+def memory_timeline(fn: Callable, *args, **kwargs) -> list[tuple[str, int, int]]:
+    """Every CPU allocation (+) and free (-) while ``fn`` runs: (op, bytes, live bytes after it).
+
+    For small calls (it attributes each event to the innermost running op, O(events * ops)).
+    """
+    live, out = 0, []
+    for _, nbytes, op in _cpu_memory_events(fn, args, kwargs, with_ops=True):
+        live += nbytes
+        out.append((op, int(nbytes), live))
+    return out
+
+
+def time_interleaved(fns: dict[str, Callable[[], object]], repeats: int = 5, warmup: int = 1,
+                     device: torch.device | str = "cpu") -> dict[str, list[float]]:
+    """Seconds per call of each function, measured round-robin so drifts in load hit all alike.
+
+    Every function runs ``warmup`` times first; then ``repeats`` rounds call each once in turn
+    (CUDA is synchronised around every call). Report the median of each list.
+
+    Shape:
+        {name: fn} -> {name: [seconds] * repeats}
+    """
+    device = torch.device(device)
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            _sync(device)
+            start = time.perf_counter()
+            fn()
+            _sync(device)
+            times[name].append(time.perf_counter() - start)
+    return times
+
+
+def sdpa_backend(q, k, v, backend=None, **kwargs) -> str:
+    """Which kernel ``F.scaled_dot_product_attention`` actually runs for these inputs (profiled once).
+
+    ``backend`` (a ``torch.nn.attention.SDPBackend``) restricts the choice as ``sdpa_kernel`` does.
+    """
+    from torch.nn.attention import sdpa_kernel
+    from torch.profiler import ProfilerActivity, profile
+
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if q.is_cuda else [])
+    with profile(activities=acts) as prof:
+        if backend is None:
+            F.scaled_dot_product_attention(q, k, v, **kwargs)
+        else:
+            with sdpa_kernel(backend):
+                F.scaled_dot_product_attention(q, k, v, **kwargs)
+    names = {e.name() for e in prof.profiler.kineto_results.events()}
+    for op, label in (("_scaled_dot_product_flash_attention_for_cpu", "flash (CPU)"),
+                      ("_scaled_dot_product_cudnn_attention", "cuDNN"),
+                      ("_scaled_dot_product_flash_attention", "flash"),
+                      ("_scaled_dot_product_efficient_attention", "memory-efficient"),
+                      ("_scaled_dot_product_attention_math", "math")):
+        if any(op in n for n in names):
+            return label
+    return "unknown"
+
+
+def attention_methods(causal: bool, block_size: int = 128) -> dict[str, tuple[Callable, object]]:
+    """The compared implementations: name -> (fn(q, k, v), SDPBackend or None for ours/default)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    def eager(q, k, v):
+        mask = torch.ones(q.size(-2), k.size(-2), dtype=torch.bool, device=q.device).tril() if causal else None
+        return scaled_dot_product_attention(q, k, v, mask)[0]
+
+    def tiled(q, k, v):
+        return tiled_attention(q, k, v, block_size=block_size, causal=causal)
+
+    def sdpa(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    def sdpa_math(q, k, v):
+        with sdpa_kernel(SDPBackend.MATH):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    return {"eager": (eager, None), "tiled": (tiled, None), "sdpa": (sdpa, "default"),
+            "sdpa_math": (sdpa_math, SDPBackend.MATH)}
+
+
+def attention_benchmark(lengths, heads: int = 8, head_dim: int = 64, batch: int = 1,
+                        dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu",
+                        causal: bool = False, block_size: int = 128, repeats: int = 5, warmup: int = 1,
+                        methods=("eager", "tiled", "sdpa", "sdpa_math"), memory: bool = True,
+                        max_dense_mib: float = math.inf, seed: int = 0) -> dict:
+    """Time (median of interleaved repeats) and peak memory of each method at each length T.
+
+    Every method at one T sees the same q, k, v. Methods that build the (T, T) matrix (eager,
+    sdpa_math) are skipped where one such fp32 matrix of B*H*T*T entries would exceed
+    ``max_dense_mib``. Returns a JSON-ready dict: the setting, device, torch version, date and one
+    row per (T, method) with the SDPA kernel that ran.
+
+    Shape:
+        q, k, v: (batch, heads, T, head_dim) for each T in ``lengths``
+    """
+    device = torch.device(device)
+    table = attention_methods(causal, block_size)
+    unknown = [m for m in methods if m not in table]
+    if unknown:
+        raise ValueError(f"unknown methods {unknown}; choose from {sorted(table)}")
+    gen = torch.Generator().manual_seed(seed)
+    rows = []
+    load_before = os.getloadavg() if hasattr(os, "getloadavg") else None
+    for t in lengths:
+        q, k, v = (torch.randn(batch, heads, t, head_dim, generator=gen).to(device, dtype) for _ in range(3))
+        dense_mib = batch * heads * t * t * 4 / MIB
+        chosen = [m for m in methods if m in ("tiled", "sdpa") or dense_mib <= max_dense_mib]
+        fns = {m: (lambda f=table[m][0]: f(q, k, v)) for m in chosen}
+        with torch.no_grad():
+            times = time_interleaved(fns, repeats=repeats, warmup=warmup, device=device)
+            for m in chosen:
+                backend = table[m][1]
+                row = {"T": t, "method": m, "median_ms": 1e3 * statistics.median(times[m]),
+                       "min_ms": 1e3 * min(times[m]), "max_ms": 1e3 * max(times[m]),
+                       "sdpa_backend": None if backend is None else
+                       sdpa_backend(q, k, v, None if backend == "default" else backend, is_causal=causal)}
+                flops = 4 * batch * heads * t * t * head_dim * (0.5 if causal else 1.0)
+                row["tflops"] = flops / (row["median_ms"] / 1e3) / 1e12
+                if memory:
+                    row["peak_mib"] = peak_memory(table[m][0], q, k, v) / MIB
+                rows.append(row)
+        del q, k, v
+    return {"device": device_name(device), "device_type": device.type, "torch": torch.__version__,
+            "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+            "dtype": str(dtype).removeprefix("torch."), "causal": causal, "batch": batch, "heads": heads,
+            "head_dim": head_dim, "block_size": block_size, "repeats": repeats, "warmup": warmup,
+            "threads": torch.get_num_threads(), "loadavg_before": load_before,
+            "loadavg_after": os.getloadavg() if hasattr(os, "getloadavg") else None, "rows": rows}
+
+
+def results_markdown(results: dict, baseline: str = "sdpa") -> str:
+    """One Markdown table per results dict: T, method, SDPA kernel, median ms, × baseline, peak MiB."""
+    base = {r["T"]: r["median_ms"] for r in results["rows"] if r["method"] == baseline}
+    lines = [f"| T | method | SDPA kernel | median ms | × {baseline} | TFLOP/s | peak MiB |",
+             "|---:|---|---|---:|---:|---:|---:|"]
+    for r in results["rows"]:
+        ratio = r["median_ms"] / base[r["T"]] if r["T"] in base else float("nan")
+        mem = f"{r['peak_mib']:.1f}" if r.get("peak_mib") is not None else "–"
+        lines.append(f"| {r['T']} | {r['method']} | {r['sdpa_backend'] or '–'} | {r['median_ms']:.2f} | "
+                     f"{ratio:.2f} | {r['tflops']:.3f} | {mem} |")
+    return "\n".join(lines)

@@ -1,0 +1,10 @@
+"""Interactive figures that work in a live kernel (anywidget) and on the static HTML page (no kernel)."""
+
+from .dk_scaling import DkScalingWidget
+from .head_browser import AttentionHeadBrowser
+from .positional_explorer import SinusoidalExplorerWidget
+from .softmax_temperature import SoftmaxTemperatureWidget
+from .static import StaticFallbackWidget
+
+__all__ = ["AttentionHeadBrowser",
+           "DkScalingWidget", "SinusoidalExplorerWidget", "SoftmaxTemperatureWidget", "StaticFallbackWidget"]

@@ -1,0 +1,19 @@
+// Helpers every widget module gets (prepended by StaticFallbackWidget; a module is one string).
+const SVG = "http://www.w3.org/2000/svg";
+
+function softmax(z, T = 1) {
+  const m = Math.max(...z);                       // subtract the max: exp never overflows
+  const e = z.map((v) => Math.exp((v - m) / T));
+  const s = e.reduce((a, b) => a + b, 0);
+  return e.map((v) => v / s);
+}
+
+function entropy(p) {                             // nats; 0 log 0 = 0
+  return -p.reduce((acc, v) => (v > 0 ? acc + v * Math.log(v) : acc), 0);
+}
+
+function svgEl(tag, attrs) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+  return node;
+}

@@ -1,0 +1,100 @@
+// One attention head's weights as an SVG heatmap (queries ↓, keys →). Python shipped every
+// map (sentence × layer × head) as integer thousandths; this module picks one and draws it.
+// svgEl comes from common.js, which StaticFallbackWidget prepends.
+const SCALE = 1000;
+// viridis at 0, 0.25, 0.5, 0.75, 1 (matplotlib's colour map, as the book's static figures use)
+const STOPS = [[68, 1, 84], [59, 82, 139], [33, 145, 140], [94, 201, 98], [253, 231, 37]];
+
+function viridis(x) {
+  const t = Math.min(1, Math.max(0, x)) * (STOPS.length - 1);
+  const i = Math.min(STOPS.length - 2, Math.floor(t)), f = t - i;
+  const c = STOPS[i].map((a, j) => Math.round(a + f * (STOPS[i + 1][j] - a)));
+  return `rgb(${c[0]},${c[1]},${c[2]})`;
+}
+
+function slider(label, n, cls) {
+  const input = Object.assign(document.createElement("input"), { type: "range", min: 0, max: n - 1, step: 1 });
+  input.className = cls;
+  input.setAttribute("aria-label", label);
+  return input;
+}
+
+function render({ model, el }) {
+  const sentences = model.get("sentences"), tokens = model.get("tokens"), weights = model.get("weights");
+  const L = model.get("num_layers"), H = model.get("num_heads");
+  el.classList.add("attnbook-widget");
+
+  const row = () => Object.assign(document.createElement("div"), { className: "attnbook-controls" });
+  const pickRow = row(), controls = row();
+  const pick = document.createElement("select");
+  pick.className = "sentence";
+  pick.setAttribute("aria-label", "sentence");
+  sentences.forEach((s, i) => pick.append(new Option(s, i)));
+  const layer = slider("layer", L, "layer"), head = slider("head", H, "head");
+  const which = document.createElement("span");
+  which.className = "attnbook-readout which";
+  pick.style.maxWidth = "100%";
+  pickRow.append("句子 ", pick);
+  controls.append("层 ", layer, " 头 ", head, which);
+  const info = document.createElement("div");
+  info.className = "attnbook-readout cell";
+  info.textContent = "把鼠标移到格子上查看权重";
+  const svg = svgEl("svg", { width: "100%", role: "img" });
+  el.append(pickRow, controls, svg, info);
+
+  function draw() {
+    const s = model.get("sentence"), l = model.get("layer"), h = model.get("head");
+    const toks = tokens[s], w = weights[s][l][h], n = toks.length;
+    pick.value = s; layer.value = l; head.value = h;
+    which.textContent = ` 第 ${l + 1}/${L} 层 · 第 ${h + 1}/${H} 个头`;
+    const left = 78, top = 78, cell = Math.min(26, 330 / n), side = n * cell;
+    const W = left + side + 60, Ht = top + side + 34;
+    svg.setAttribute("viewBox", `0 0 ${W} ${Ht}`);
+    svg.replaceChildren();
+    const title = svgEl("text", { x: left + side / 2, y: 12, class: "title" });
+    title.textContent = `MiniLM layer ${l + 1}, head ${h + 1} (queries ↓, keys →)`;
+    svg.append(title);
+    for (let i = 0; i < n; i++) {
+      const ql = svgEl("text", { x: left - 4, y: top + (i + 0.5) * cell + 4, style: "text-anchor: end" });
+      ql.textContent = toks[i];
+      const kl = svgEl("text", { x: 0, y: 0, style: "text-anchor: start",
+        transform: `translate(${left + (i + 0.5) * cell + 4}, ${top - 4}) rotate(-60)` });
+      kl.textContent = toks[i];
+      svg.append(ql, kl);
+      for (let j = 0; j < n; j++) {
+        const v = w[i][j] / SCALE;
+        const r = svgEl("rect", { x: left + j * cell, y: top + i * cell, width: cell, height: cell,
+          fill: viridis(v), class: "cell" });
+        r.dataset.q = i; r.dataset.k = j; r.dataset.w = v.toFixed(3);
+        const tip = svgEl("title", {});
+        tip.textContent = `${toks[i]} → ${toks[j]}: ${v.toFixed(3)}`;
+        r.append(tip);
+        r.addEventListener("mouseenter", () => { info.textContent = `查询 ${toks[i]} → 键 ${toks[j]}：权重 ${v.toFixed(3)}`; });
+        svg.append(r);
+      }
+    }
+    // colour bar: weights 0 ... 1 on the same scale for every head
+    const bx = left + side + 16, steps = 20, bh = side / steps;
+    for (let k = 0; k < steps; k++) {
+      svg.append(svgEl("rect", { x: bx, y: top + side - (k + 1) * bh, width: 12, height: bh + 0.5,
+        fill: viridis((k + 0.5) / steps) }));
+    }
+    for (const [v, y] of [[1, top + 4], [0, top + side]]) {
+      const t = svgEl("text", { x: bx + 16, y, style: "text-anchor: start" });
+      t.textContent = v.toFixed(1);
+      svg.append(t);
+    }
+    const xl = svgEl("text", { x: left + side / 2, y: Ht - 6 });
+    xl.textContent = "keys →";
+    svg.append(xl);
+  }
+
+  const set = (key, value) => { model.set(key, Number(value)); model.save_changes(); };
+  pick.addEventListener("change", () => set("sentence", pick.value));
+  layer.addEventListener("input", () => set("layer", layer.value));
+  head.addEventListener("input", () => set("head", head.value));
+  for (const key of ["sentence", "layer", "head"]) model.on(`change:${key}`, draw);
+  draw();
+}
+
+export default { render };

@@ -1,0 +1,55 @@
+"""The sinusoidal explorer: drag the position and the feature index, watch PE(pos), one feature's wave
+and the dot product PE(pos)·PE(t)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import traitlets as t
+
+from ..positional import sinusoidal_encoding
+from .static import StaticFallbackWidget
+
+
+class SinusoidalExplorerWidget(StaticFallbackWidget):
+    """Three SVG panels of the sinusoidal encoding, computed in the browser (``positional_explorer.js``).
+
+    The page evaluates sin/cos itself, so the panels respond on the static page with no kernel; in a
+    kernel, ``position`` and ``dim`` are synced traits that Python can read and ``observe``.
+
+    Shape: the encoding table is (max_len, d_model); position in [0, max_len), dim in [0, d_model).
+    """
+
+    _esm_file = "positional_explorer.js"
+
+    max_len = t.Int(64).tag(sync=True)
+    d_model = t.Int(32).tag(sync=True)
+    base = t.Float(10000.0).tag(sync=True)
+    position = t.Int(0).tag(sync=True)
+    dim = t.Int(0).tag(sync=True)
+
+    def __init__(self, max_len: int = 64, d_model: int = 32, position: int = 10, dim: int = 4,
+                 base: float = 10000.0):
+        for name, v, lo in (("max_len", max_len, 2), ("d_model", d_model, 1)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+                raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
+        if not 0 <= position < max_len or not 0 <= dim < d_model:
+            raise ValueError(f"need 0 <= position < max_len={max_len} and 0 <= dim < d_model={d_model}, "
+                             f"got position={position}, dim={dim}")
+        if not (math.isfinite(base) and base > 1):
+            raise ValueError(f"base must be a finite number > 1, got {base!r}")
+        super().__init__(max_len=max_len, d_model=d_model, base=float(base), position=position, dim=dim)
+
+    def table(self) -> torch.Tensor:
+        """The full encoding computed by the package in float64 (the page's numbers must agree)."""
+        return sinusoidal_encoding(self.max_len, self.d_model, self.base, dtype=torch.float64)
+
+    def vector(self) -> torch.Tensor:
+        """PE(position), shape (d_model,)."""
+        return self.table()[self.position]
+
+    def dot_products(self) -> torch.Tensor:
+        """PE(position)·PE(t) for t = 0 .. max_len - 1, shape (max_len,)."""
+        pe = self.table()
+        return pe @ pe[self.position]
