@@ -81,7 +81,11 @@ def test_chapter_runs_in_a_binder_like_environment_and_reproduces_the_book(chapt
 
 
 def test_colab_environment_has_no_build_tools(colab_runs):
-    """The stand-in for Colab must not hide a dependency on a build-only tool."""
+    """The stand-in for Colab must not hide a dependency on a build-only tool, nor import the checkout."""
     python = ENVS / "colab" / "bin" / "python"
-    code = "import importlib.util as u; print([m for m in ('myst_nb', 'jupytext', 'sphinx', 'jupyter_book') if u.find_spec(m)])"
-    assert subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "[]"
+    code = ("import importlib.util as u, attnbook; print(attnbook.__file__); "
+            "print([m for m in ('myst_nb', 'jupytext', 'sphinx', 'jupyter_book') if u.find_spec(m)])")
+    where, build_tools = subprocess.run([str(python), "-c", code], capture_output=True, text=True,
+                                        check=True).stdout.split()
+    assert build_tools == "[]"
+    assert "site-packages" in where and str(ROOT / "code") not in where   # the wheel, not the checkout
