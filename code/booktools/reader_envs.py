@@ -75,11 +75,18 @@ def colab_env(path: Path, constraints: Path | None = ROOT / "constraints.txt") -
     if not reused:
         _pip(python, "--upgrade", "pip")
         _pip(python, *cons, *COLAB_PACKAGES)
-    with tempfile.TemporaryDirectory() as wheels:
-        # The package as a wheel, like `pip install git+…@commit` builds it: only what pyproject ships.
-        _quiet([str(python), "-m", "pip", "wheel", "-q", "--no-deps", "-w", wheels, str(ROOT)])
-        _pip(python, *cons, "--force-reinstall", "--no-deps", *map(str, Path(wheels).glob("attnbook-*.whl")))
-        _pip(python, *cons, *map(str, Path(wheels).glob("attnbook-*.whl")))  # its declared dependencies
+    with tempfile.TemporaryDirectory() as tmp:
+        # The package as a wheel, like `pip install git+…@commit` builds it from a clone: a copy of what the
+        # build reads, so setuptools' build/ folder lands in the copy, not in the checkout.
+        source, wheels = Path(tmp) / "src", Path(tmp) / "wheels"
+        shutil.copytree(ROOT / "code" / "attnbook", source / "code" / "attnbook",
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        for name in ("pyproject.toml", "README.md"):
+            shutil.copy(ROOT / name, source / name)
+        _quiet([str(python), "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(source)])
+        wheel = [str(w) for w in wheels.glob("attnbook-*.whl")]
+        _pip(python, *cons, "--force-reinstall", "--no-deps", *wheel)
+        _pip(python, *cons, *wheel)  # its declared dependencies
     (path / ".key").write_text(key)
     return _kernel(python, "colab")
 
