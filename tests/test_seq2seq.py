@@ -165,3 +165,14 @@ def test_models_reject_bad_input():
         model(torch.randint(3, 13, (3, 4)), torch.randint(3, 13, (2, 2)))
     with pytest.raises(ValueError, match="steps and batch_size must be >= 1, got 0, 8"):
         train_seq2seq(model, DigitTask(), steps=0, batch_size=8)
+
+
+def test_decay_lr_lowers_the_rate_linearly_and_leaves_the_constant_run_alone():
+    task = DigitTask("copy", train_lengths=(2, 3), max_length=4)
+    torch.manual_seed(0)
+    log = train_seq2seq(Seq2Seq(task.vocab_size, embed_dim=4, hidden_size=4), task, steps=4, batch_size=2,
+                        lr=0.1, decay_lr=True)
+    assert log["lr"] == pytest.approx([0.1, 0.075, 0.05, 0.025])  # lr * (1 - i / steps)
+    torch.manual_seed(0)
+    log = train_seq2seq(Seq2Seq(task.vocab_size, embed_dim=4, hidden_size=4), task, steps=4, batch_size=2, lr=0.1)
+    assert log["lr"] == [0.1] * 4

@@ -112,29 +112,36 @@ def sequence_loss(logits: Tensor, target: Tensor) -> Tensor:
 
 
 def train_seq2seq(model: Seq2Seq, task: DigitTask, steps: int, batch_size: int = 64, lr: float = 1e-2,
-                  clip: float = 1.0, seed: int = 0, log_every: int = 0, num_threads: int | None = 1) -> dict:
+                  clip: float = 1.0, seed: int = 0, log_every: int = 0, num_threads: int | None = 1,
+                  decay_lr: bool = False) -> dict:
     """Adam with teacher forcing; each step draws one training length uniformly, then a batch of it.
+
+    ``decay_lr`` lowers the learning rate linearly from ``lr`` (first step) to ``lr / steps`` (last step):
+    at a constant rate Adam keeps jumping around the minimum, so the model that the last step leaves
+    depends on where that step happened to land.
 
     Shape: the task's strings, (batch_size, L) with L drawn from task.train_lengths.
 
     Progress (every ``log_every`` steps, 0 = silent) goes to stdout. ``num_threads`` (default 1)
     applies while training: the per-step matrices are tiny, so extra intra-op threads only add
     synchronisation, and on a busy machine they can make a step ten times slower.
-    Returns {"loss": per-step losses, "seconds": wall-clock, "sequences": strings seen}.
+    Returns {"loss": per-step losses, "lr": per-step learning rates, "seconds": wall-clock, "sequences": strings seen}.
     """
     if steps < 1 or batch_size < 1:
         raise ValueError(f"steps and batch_size must be >= 1, got {steps}, {batch_size}")
     with _threads(num_threads):
-        return _train(model, task, steps, batch_size, lr, clip, seed, log_every)
+        return _train(model, task, steps, batch_size, lr, clip, seed, log_every, decay_lr)
 
 
-def _train(model, task, steps, batch_size, lr, clip, seed, log_every) -> dict:
+def _train(model, task, steps, batch_size, lr, clip, seed, log_every, decay_lr) -> dict:
     device = next(model.parameters()).device
     g = torch.Generator().manual_seed(seed)
     lo, hi = task.train_lengths
     opt = torch.optim.Adam(model.parameters(), lr=lr)
+    # factor 1, (steps-1)/steps, ..., 1/steps on steps 0..steps-1
+    schedule = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: 1 - i / steps) if decay_lr else None
     model.train()
-    losses, start = [], time.perf_counter()
+    losses, rates, start = [], [], time.perf_counter()
     for i in range(steps):
         length = int(torch.randint(lo, hi + 1, (1,), generator=g))
         src, tgt = task.sample(batch_size, length, "train", generator=g)
@@ -145,12 +152,15 @@ def _train(model, task, steps, batch_size, lr, clip, seed, log_every) -> dict:
         opt.zero_grad(set_to_none=True)
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), clip)
+        rates.append(opt.param_groups[0]["lr"])
         opt.step()
+        if schedule is not None:
+            schedule.step()
         losses.append(loss.item())
         if log_every and (i + 1) % log_every == 0:
             print(f"step {i + 1:5d}  loss {sum(losses[-log_every:]) / log_every:.3f}", file=sys.stdout)
     model.eval()
-    return {"loss": losses, "seconds": time.perf_counter() - start, "sequences": steps * batch_size}
+    return {"loss": losses, "lr": rates, "seconds": time.perf_counter() - start, "sequences": steps * batch_size}
 
 
 @torch.no_grad()
