@@ -80,3 +80,21 @@ def test_notebooks_excluded_from_execution_are_left_alone(tmp_path):
                     extra_conf='nb_execution_excludepatterns = ["skip.md"]\n')
     assert result.returncode == 0, result.stderr
     assert [r["doc"] for r in _runs(tmp_path / "runs.jsonl")] == ["run"]
+
+
+def test_execute_all_runs_inside_a_running_event_loop():
+    # pytest's session holds Playwright's loop when the reader-environment tests run (CI failed on exactly this).
+    import asyncio
+
+    import nbformat
+    sys.path.insert(0, str(ROOT / "code" / "booktools"))
+    from run_notebooks import Run, execute_all
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(6 * 7)")])
+    run = Run("inside", nb)
+
+    async def caller():
+        execute_all([run])
+
+    asyncio.run(caller())
+    assert run.errors == [] and run.notebook.cells[0].outputs[0]["text"] == "42\n"

@@ -12,6 +12,7 @@ import os
 import re
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -78,7 +79,21 @@ def execute_all(runs: list[Run], workers: int | None = None, timeout: int = 900,
         order = sorted(runs, key=lambda r: -budget(r.notebook))
         await asyncio.gather(*(_run_one(r, slots, timeout, allow_errors, report) for r in order))
 
-    asyncio.run(main())
+    # In a thread of its own: the caller's thread may already run an event loop (Playwright's sync API in a
+    # pytest session, a Jupyter kernel), and asyncio.run refuses to start inside one.
+    failure: list[BaseException] = []
+
+    def loop():
+        try:
+            asyncio.run(main())
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            failure.append(exc)
+
+    worker = threading.Thread(target=loop, name="execute_all")
+    worker.start()
+    worker.join()
+    if failure:
+        raise failure[0]
     return runs
 
 
