@@ -136,7 +136,8 @@ from .transformer import (
     PositionwiseFeedForward,
     Transformer,
 )
-from .widgets import AttentionHeadBrowser, DkScalingWidget, SinusoidalExplorerWidget, SoftmaxTemperatureWidget
+from .widgets import (AttentionHeadBrowser, DkScalingWidget, KernelRegressionWidget, SinusoidalExplorerWidget,
+                      SoftmaxTemperatureWidget)
 
 __version__ = "0.1.0"
 
@@ -166,7 +167,7 @@ __all__ = [
     "transformer_xl_score_terms", "SinusoidalExplorerWidget",
     "RNNCell", "LSTMCell", "GRUCell", "Recurrent", "Bidirectional", "rnn_step", "lstm_step", "gru_step",
     "dot_score", "scaled_dot_score", "cosine_score", "additive_score", "multiplicative_score",
-    "AdditiveScore", "MultiplicativeScore", "attend",
+    "AdditiveScore", "MultiplicativeScore", "attend", "KernelRegressionWidget",
     "Seq2Seq", "sequence_loss", "train_seq2seq", "evaluate_seq2seq", "DigitTask",
     "jacobian_norms", "graph_depth",
     "AttentionHeadBrowser",

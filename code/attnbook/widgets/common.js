@@ -17,3 +17,15 @@ function svgEl(tag, attrs) {
   for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
   return node;
 }
+
+function rangeRow(label, attrs, cls) {            // "label [slider] readout", one row of controls
+  const row = document.createElement("div");
+  row.className = "attnbook-controls";
+  const input = Object.assign(document.createElement("input"), { type: "range", ...attrs });
+  input.className = cls;
+  input.setAttribute("aria-label", cls);
+  const out = document.createElement("span");
+  out.className = `attnbook-readout ${cls}`;
+  row.append(label, input, out);
+  return { row, input, out };
+}
