@@ -136,8 +136,8 @@ from .transformer import (
     PositionwiseFeedForward,
     Transformer,
 )
-from .widgets import (AttentionHeadBrowser, DkScalingWidget, KernelRegressionWidget, SinusoidalExplorerWidget,
-                      SoftmaxTemperatureWidget)
+from .widgets import (AttentionHeadBrowser, DkScalingWidget, KernelRegressionWidget, RotaryWidget,
+                      SinusoidalExplorerWidget, SoftmaxTemperatureWidget)
 
 __version__ = "0.1.0"
 
@@ -164,7 +164,7 @@ __all__ = [
     "PositionTaskModel", "previous_token_batch", "train_position_model",
     "ShawRelativeKeys", "T5RelativeBias", "alibi_bias", "alibi_slopes", "attention_with_bias",
     "clipped_relative_index", "relative_positions", "shaw_scores", "t5_relative_position_bucket",
-    "transformer_xl_score_terms", "SinusoidalExplorerWidget",
+    "transformer_xl_score_terms", "SinusoidalExplorerWidget", "RotaryWidget",
     "RNNCell", "LSTMCell", "GRUCell", "Recurrent", "Bidirectional", "rnn_step", "lstm_step", "gru_step",
     "dot_score", "scaled_dot_score", "cosine_score", "additive_score", "multiplicative_score",
     "AdditiveScore", "MultiplicativeScore", "attend", "KernelRegressionWidget",

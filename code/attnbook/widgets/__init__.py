@@ -4,8 +4,9 @@ from .dk_scaling import DkScalingWidget
 from .head_browser import AttentionHeadBrowser
 from .kernel_regression import KernelRegressionWidget
 from .positional_explorer import SinusoidalExplorerWidget
+from .rotary import RotaryWidget
 from .softmax_temperature import SoftmaxTemperatureWidget
 from .static import StaticFallbackWidget
 
 __all__ = ["AttentionHeadBrowser", "DkScalingWidget", "KernelRegressionWidget",
-           "SinusoidalExplorerWidget", "SoftmaxTemperatureWidget", "StaticFallbackWidget"]
+           "RotaryWidget", "SinusoidalExplorerWidget", "SoftmaxTemperatureWidget", "StaticFallbackWidget"]
