@@ -136,8 +136,8 @@ from .transformer import (
     PositionwiseFeedForward,
     Transformer,
 )
-from .widgets import (AttentionHeadBrowser, DkScalingWidget, KernelRegressionWidget, RotaryWidget,
-                      SinusoidalExplorerWidget, SoftmaxTemperatureWidget)
+from .widgets import (AttentionHeadBrowser, DkScalingWidget, KernelRegressionWidget, OnlineSoftmaxWidget,
+                      RotaryWidget, SinusoidalExplorerWidget, SoftmaxTemperatureWidget, TileMapWidget)
 
 __version__ = "0.1.0"
 
@@ -153,6 +153,7 @@ __all__ = [
     "DkScalingWidget",
     "online_softmax", "online_softmax_stats", "tiled_attention", "TiledAttentionFunction",
     "tiled_attention_recompute", "sliding_window_mask", "strided_mask", "strided_attention",
+    "OnlineSoftmaxWidget", "TileMapWidget",
     "KVCache",
     "attention_benchmark", "memory_timeline", "peak_memory", "results_markdown", "sdpa_backend", "time_interleaved",
     "MultiHeadAttention", "merge_heads", "multihead_macs", "split_heads",

@@ -3,10 +3,13 @@
 from .dk_scaling import DkScalingWidget
 from .head_browser import AttentionHeadBrowser
 from .kernel_regression import KernelRegressionWidget
+from .online_softmax import OnlineSoftmaxWidget
 from .positional_explorer import SinusoidalExplorerWidget
 from .rotary import RotaryWidget
 from .softmax_temperature import SoftmaxTemperatureWidget
 from .static import StaticFallbackWidget
+from .tile_map import TileMapWidget
 
-__all__ = ["AttentionHeadBrowser", "DkScalingWidget", "KernelRegressionWidget",
-           "RotaryWidget", "SinusoidalExplorerWidget", "SoftmaxTemperatureWidget", "StaticFallbackWidget"]
+__all__ = ["AttentionHeadBrowser", "DkScalingWidget", "KernelRegressionWidget", "OnlineSoftmaxWidget",
+           "RotaryWidget", "SinusoidalExplorerWidget", "SoftmaxTemperatureWidget", "StaticFallbackWidget",
+           "TileMapWidget"]
