@@ -4,6 +4,7 @@
 # make serve      — preview _build/html on http://127.0.0.1:8000
 # make bench      — attention benchmark (ours vs torch SDPA) -> chapters/data/bench-<cpu|cuda>.json
 # make robustness — every chapter under seed shifts 1-3 and CPU kernels default/avx2/avx512 (a table)
+# make mutation   — mutmut over the core modules with their unit tests -> _build/mutation.md (slow; not in make test)
 
 PYTHON      ?= python3
 VENV        ?= .venv
@@ -13,7 +14,7 @@ BIN         := $(VENV)/bin
 SUDO        := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PORT        ?= 8000
 
-.PHONY: venv book test notebooks serve browser clean bench robustness
+.PHONY: venv book test notebooks serve browser clean bench robustness mutation
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt constraints.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV_FLAGS) $(VENV)
@@ -48,6 +49,11 @@ test: book browser notebooks
 # Every chapter under each variant (ROBUSTNESS_ARGS="--variants seed+1 --chapters softmax" to narrow it).
 robustness: venv
 	$(BIN)/python code/booktools/robustness.py $(ROBUSTNESS_ARGS)
+
+# Incremental: only functions changed since the last run are tested again (MUTATION_ARGS=--fresh: all of them;
+# MUTATION_ARGS="attnbook.masks.*": one module). Niced, two mutants at a time.
+mutation: venv
+	nice -n 15 $(BIN)/python code/booktools/mutation.py $(MUTATION_ARGS)
 
 # Outside the book build: timings need a quiet machine. BENCH_ARGS passes flags (see --help).
 bench: venv
