@@ -84,17 +84,27 @@ def test_notebooks_excluded_from_execution_are_left_alone(tmp_path):
 
 def test_execute_all_runs_inside_a_running_event_loop():
     # pytest's session holds Playwright's loop when the reader-environment tests run (CI failed on exactly this).
+    # The caller's loop runs in a thread of its own here, since this thread may already hold Playwright's.
     import asyncio
+    import threading
 
     import nbformat
     sys.path.insert(0, str(ROOT / "code" / "booktools"))
     from run_notebooks import Run, execute_all
 
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(6 * 7)")])
-    run = Run("inside", nb)
+    run = Run("inside", nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(6 * 7)")]))
+    failures = []
 
     async def caller():
         execute_all([run])
 
-    asyncio.run(caller())
-    assert run.errors == [] and run.notebook.cells[0].outputs[0]["text"] == "42\n"
+    def in_a_loop():
+        try:
+            asyncio.run(caller())
+        except BaseException as exc:  # noqa: BLE001 - checked below
+            failures.append(exc)
+
+    thread = threading.Thread(target=in_a_loop)
+    thread.start()
+    thread.join()
+    assert failures == [] and run.errors == [] and run.notebook.cells[0].outputs[0]["text"] == "42\n"
