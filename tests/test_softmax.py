@@ -458,3 +458,73 @@ def test_sparse_maps_properties(values):
         assert (p >= 0).all()
         assert math.isclose(p.sum().item(), 1.0, rel_tol=1e-10)
         assert p[x.argmax()] == p.max()
+
+
+# ---------------------------------------------------------------- gaps found by mutation testing (make mutation)
+
+
+@pytest.mark.parametrize("dim", [-1, 0])
+def test_each_slice_is_shifted_by_its_own_max(dim):
+    # Rows 1e4 apart in float32: shifting by one global max (or adding it) underflows or rounds them away.
+    x = torch.randn(3, 6, generator=gen(30)) + torch.tensor([[0.0], [1e4], [-1e4]])
+    x = x if dim == -1 else x.T.contiguous()
+    xd = x.to(F64)
+    mask = torch.rand(x.shape, generator=gen(31)) > 0.3
+    for ours, ref in [
+        (softmax(x, dim), torch.softmax(xd, dim)),
+        (log_softmax(x, dim), torch.log_softmax(xd, dim)),
+        (logsumexp(x, dim), torch.logsumexp(xd, dim)),
+        (cross_entropy(x if dim == -1 else x.T, torch.tensor([0, 1, 2]), "none"),
+         F.cross_entropy(xd if dim == -1 else xd.T, torch.tensor([0, 1, 2]), reduction="none")),
+        (masked_softmax(x, mask, dim), masked_reference(x, mask, dim)),
+        (sparsemax(x, dim), entmax.sparsemax(xd, dim)),
+        (entmax15(x, dim), entmax.entmax15(xd, dim)),
+    ]:
+        close(ours, ref, torch.float32)
+
+
+def test_masked_softmax_large_kept_scores():
+    # Kept scores near 1000 overflow exp unless shifted by the max of the kept entries.
+    scores = 1000 + torch.randn(4, 5, generator=gen(32), dtype=F64)
+    mask = torch.rand(4, 5, generator=gen(33)) > 0.4
+    mask[:, 0] = True
+    torch.testing.assert_close(masked_softmax(scores, mask), masked_reference(scores, mask))
+
+
+@pytest.mark.parametrize("dim", [0, -1])
+def test_naive_softmax_along_each_dim(dim):
+    x = torch.randn(3, 5, generator=gen(34), dtype=F64)
+    torch.testing.assert_close(naive_softmax(x, dim), torch.softmax(x, dim))
+
+
+def test_softmax_jacobian_of_a_vector_and_in_half_precision():
+    z = torch.randn(6, generator=gen(35), dtype=F64)
+    ref = torch.autograd.functional.jacobian(lambda v: torch.softmax(v, -1), z)
+    torch.testing.assert_close(softmax_jacobian(torch.softmax(z, -1)), ref)
+    p16 = torch.softmax(z, -1).half()
+    J16 = softmax_jacobian(p16)
+    assert J16.dtype == torch.float16
+    close(J16, softmax_jacobian(p16.to(F64)), torch.float16)
+
+
+@pytest.mark.parametrize(
+    "call,message",
+    [(lambda t: softmax(t), "x has dtype"), (lambda t: cross_entropy(t, torch.zeros(3, dtype=torch.int64)),
+                                             "logits has dtype"),
+     (lambda t: masked_softmax(t, KEEP3), "scores has dtype"), (lambda t: entropy(t), "p has dtype"),
+     (lambda t: softmax_jacobian(t), "p has dtype")],
+)
+def test_errors_name_the_argument(call, message):
+    with pytest.raises(ValueError, match="^" + message):
+        call(torch.ones(3, dtype=torch.int64))
+
+
+def test_errors_name_the_type_received():
+    with pytest.raises(ValueError, match="^x must be a torch.Tensor, got list"):
+        softmax([1.0, 2.0])
+    with pytest.raises(ValueError, match="got list"):
+        masked_softmax(torch.zeros(3), [True, True, True])
+    with pytest.raises(ValueError, match="got torch.float32"):
+        masked_softmax(torch.zeros(3), torch.ones(3))
+    with pytest.raises(ValueError, match="dim=True"):
+        softmax(torch.zeros(2, 3), dim=True)  # a bool is not a dimension, though bool is an int
