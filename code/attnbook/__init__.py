@@ -77,7 +77,7 @@ from .scoring import (
 from .seq2seq import Seq2Seq, evaluate_seq2seq, sequence_loss, train_seq2seq
 from .tasks import DigitTask
 from .masks import causal_mask, combine_masks, padding_mask, padding_to_attention_mask
-from .multihead import MultiHeadAttention, merge_heads, multihead_macs, split_heads
+from .multihead import MultiHeadAttention, merge_heads, multihead_macs, repeat_kv, split_heads
 from .positional import (
     LearnedPositionalEmbedding,
     SinusoidalPositionalEncoding,
@@ -118,6 +118,18 @@ from .softmax import (
 from .word2vec import CBOW, SkipGram, cbow_loss, sgns_loss, train_word2vec
 from .dates import DateExample, DateTask, SequenceVocab, format_date
 from .decoding import beam_search, greedy_decode, sequence_log_prob
+from .gpt import DecoderOnlyLM, kv_cache_bytes, next_token_loss
+from .ngram import KneserNeyLM
+from .sampling import (
+    apply_temperature,
+    filter_logits,
+    greedy_next,
+    sample_next,
+    sampling_probs,
+    top_k_filter,
+    top_p_filter,
+)
+from .subword import tokens_per_char, train_bpe
 from .train import (
     clip_grad_norm,
     fit,
@@ -156,7 +168,7 @@ __all__ = [
     "OnlineSoftmaxWidget", "TileMapWidget",
     "KVCache",
     "attention_benchmark", "memory_timeline", "peak_memory", "results_markdown", "sdpa_backend", "time_interleaved",
-    "MultiHeadAttention", "merge_heads", "multihead_macs", "split_heads",
+    "MultiHeadAttention", "merge_heads", "multihead_macs", "repeat_kv", "split_heads",
     "CharVocab", "LogisticRegression", "SelfAttentionClassifier", "char_ngrams", "confusion_matrix",
     "encode_texts", "length_batches", "masked_mean", "predict", "tfidf_features", "train_classifier",
     "train_logistic_regression",
@@ -181,4 +193,6 @@ __all__ = [
     "DateExample", "DateTask", "SequenceVocab", "format_date",
     "label_smoothed_cross_entropy", "teacher_forcing_loss", "noam_lr", "warmup_linear_decay_lr",
     "clip_grad_norm", "fit",
+    "DecoderOnlyLM", "kv_cache_bytes", "next_token_loss", "KneserNeyLM", "apply_temperature", "filter_logits",
+    "greedy_next", "sample_next", "sampling_probs", "top_k_filter", "top_p_filter", "tokens_per_char", "train_bpe",
 ]

@@ -7,7 +7,12 @@ with W_i^Q, W_i^K, W_i^V of size d_model x d_head, d_head = d_model / h, and W^O
 The h per-head projections are stored side by side as the columns of one d_model x d_model matrix, so
 all heads are projected by one matmul and attended in one batched call (no Python loop over heads).
 
-Shape legend: B batch, H = num_heads, Tq queries, Tk keys/values, D = d_model, Dh = D / H.
+Grouped-query attention (GQA, Ainslie et al., 2023) gives the keys and values only Hkv = ``num_kv_heads``
+heads, each shared by H / Hkv query heads: query head i reads key/value head i // (H / Hkv). Hkv = H is
+multi-head attention, Hkv = 1 multi-query attention (MQA, Shazeer, 2019). Optional rotary positions
+(``rope_base``) rotate q and k by their positions (attnbook.apply_rotary) before the scores.
+
+Shape legend: B batch, H = num_heads, Hkv = num_kv_heads, Tq queries, Tk keys/values, D = d_model, Dh = D / H.
 Masks are torch.bool, True = may attend (``nn.MultiheadAttention`` uses True = blocked).
 """
 
@@ -19,8 +24,10 @@ import torch
 from torch import Tensor, nn
 
 from .attention import scaled_dot_product_attention
+from .kv_cache import KVCache
+from .positional import apply_rotary
 
-__all__ = ["split_heads", "merge_heads", "multihead_macs", "MultiHeadAttention"]
+__all__ = ["split_heads", "merge_heads", "repeat_kv", "multihead_macs", "MultiHeadAttention"]
 
 
 def split_heads(x: Tensor, num_heads: int) -> Tensor:
@@ -48,6 +55,19 @@ def merge_heads(x: Tensor) -> Tensor:
         raise ValueError(f"x of shape {tuple(x.shape)} must be (B, H, T, Dh)")
     b, h, t, dh = x.shape
     return x.transpose(1, 2).reshape(b, t, h * dh)  # (B, T, H, Dh) -> (B, T, D); copies (not contiguous)
+
+
+def repeat_kv(x: Tensor, n_rep: int) -> Tensor:
+    """Give each of the H = Hkv * n_rep query heads its key/value head: head i gets x[:, i // n_rep].
+
+    Shape:
+        x: (B, Hkv, T, Dh) -> (B, Hkv * n_rep, T, Dh); x itself when n_rep = 1.
+    """
+    if not isinstance(x, Tensor) or x.dim() != 4:
+        raise ValueError(f"x of shape {tuple(getattr(x, 'shape', ()))} must be (B, Hkv, T, Dh)")
+    if isinstance(n_rep, bool) or not isinstance(n_rep, Integral) or n_rep < 1:
+        raise ValueError(f"n_rep must be a positive integer, got {n_rep!r}")
+    return x if n_rep == 1 else x.repeat_interleave(n_rep, dim=1)   # (B, Hkv, ...) -> (B, Hkv * n_rep, ...)
 
 
 def multihead_macs(tq: int, tk: int, d_model: int, num_heads: int) -> dict[str, int]:
@@ -100,6 +120,7 @@ class MultiHeadAttention(nn.Module):
 
     Each projection is ``nn.Linear(d_model, d_model)``; head i uses columns i*Dh ... (i+1)*Dh - 1
     of the projected features. Self-attention: ``mha(x, x, x)``; cross-attention: ``mha(y, x, x)``.
+    With ``num_kv_heads`` = Hkv < H, ``w_k`` and ``w_v`` map to Hkv * Dh features only (GQA / MQA).
 
     Dropout (rate ``dropout``, training mode only) is applied to the attention weights before they
     mix the values, as in the Transformer; the returned weights are the softmax before dropout.
@@ -112,7 +133,8 @@ class MultiHeadAttention(nn.Module):
         -> output (B, Tq, D), weights (B, H, Tq, Tk).
     """
 
-    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True):
+    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True, *,
+                 num_kv_heads: int | None = None, rope_base: float | None = None):
         super().__init__()
         for name, n in (("d_model", d_model), ("num_heads", num_heads)):
             if isinstance(n, bool) or not isinstance(n, Integral) or n < 1:
@@ -124,9 +146,12 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"dropout must be a number in [0, 1), got {dropout!r}")
         self.d_model, self.num_heads = int(d_model), int(num_heads)
         self.d_head = self.d_model // self.num_heads
+        self.num_kv_heads = self._check_kv_heads(num_kv_heads)
+        self.rope_base = self._check_rope(rope_base)
+        d_kv = self.num_kv_heads * self.d_head                # = d_model unless GQA / MQA
         self.w_q = nn.Linear(d_model, d_model, bias=bias)  # W^Q = [W_1^Q ... W_h^Q]
-        self.w_k = nn.Linear(d_model, d_model, bias=bias)  # W^K = [W_1^K ... W_h^K]
-        self.w_v = nn.Linear(d_model, d_model, bias=bias)  # W^V = [W_1^V ... W_h^V]
+        self.w_k = nn.Linear(d_model, d_kv, bias=bias)     # W^K = [W_1^K ... W_Hkv^K]
+        self.w_v = nn.Linear(d_model, d_kv, bias=bias)     # W^V = [W_1^V ... W_Hkv^V]
         self.w_o = nn.Linear(d_model, d_model, bias=bias)  # W^O
         self.dropout = nn.Dropout(float(dropout))
 
@@ -148,8 +173,10 @@ class MultiHeadAttention(nn.Module):
         if mask is not None:
             mask = _check_mask(mask, b, h, tq, tk)
         q = split_heads(self.w_q(query), h)  # (B, Tq, D) -> (B, H, Tq, Dh)
-        k = split_heads(self.w_k(key), h)    # (B, Tk, D) -> (B, H, Tk, Dh)
-        v = split_heads(self.w_v(value), h)  # (B, Tk, D) -> (B, H, Tk, Dh)
+        k = split_heads(self.w_k(key), self.num_kv_heads)    # (B, Tk, Hkv Dh) -> (B, Hkv, Tk, Dh)
+        v = split_heads(self.w_v(value), self.num_kv_heads)  # (B, Tk, Hkv Dh) -> (B, Hkv, Tk, Dh)
+        q, k = self._rotate(q, 0), self._rotate(k, 0)
+        k, v = (repeat_kv(t, h // self.num_kv_heads) for t in (k, v))  # (B, H, Tk, Dh) each
         # All heads at once: batch dims (B, H); softmax(q k^T / sqrt(Dh)) per head.
         heads, weights = scaled_dot_product_attention(q, k, v, mask)  # (B, H, Tq, Dh), (B, H, Tq, Tk)
         if self.training and self.dropout.p > 0:
@@ -157,4 +184,55 @@ class MultiHeadAttention(nn.Module):
         return self.w_o(merge_heads(heads)), weights  # Concat(heads) W^O: (B, Tq, D)
 
     def extra_repr(self) -> str:
-        return f"d_model={self.d_model}, num_heads={self.num_heads}, d_head={self.d_head}"
+        extra = "" if self.num_kv_heads == self.num_heads else f", num_kv_heads={self.num_kv_heads}"
+        extra += "" if self.rope_base is None else f", rope_base={self.rope_base:g}"
+        return f"d_model={self.d_model}, num_heads={self.num_heads}, d_head={self.d_head}" + extra
+
+    def _check_kv_heads(self, num_kv_heads) -> int:
+        if num_kv_heads is None:
+            return self.num_heads
+        if isinstance(num_kv_heads, bool) or not isinstance(num_kv_heads, Integral) or num_kv_heads < 1 \
+                or self.num_heads % num_kv_heads:
+            raise ValueError(f"num_kv_heads={num_kv_heads!r} must be a positive integer dividing "
+                             f"num_heads={self.num_heads}: each key/value head serves num_heads / num_kv_heads "
+                             f"query heads")
+        return int(num_kv_heads)
+
+    def _check_rope(self, rope_base) -> float | None:
+        if rope_base is None:
+            return None
+        if isinstance(rope_base, bool) or not isinstance(rope_base, Real) or not rope_base > 1:
+            raise ValueError(f"rope_base must be a number > 1 (or None for no rotary positions), got {rope_base!r}")
+        if self.d_head % 2:
+            raise ValueError(f"rotary positions rotate feature pairs: d_head={self.d_head} must be even")
+        return float(rope_base)
+
+    def _rotate(self, x: Tensor, start: int) -> Tensor:
+        """RoPE at positions start, start + 1, ... (identity without ``rope_base``). Shape: (B, H, T, Dh)."""
+        if self.rope_base is None:
+            return x
+        positions = torch.arange(start, start + x.size(2), device=x.device)
+        return apply_rotary(x, positions, self.rope_base)
+
+    def attend_cached(self, x: Tensor, cache: KVCache) -> tuple[Tensor, Tensor]:
+        """Self-attention of the newest tokens x over the cached ones and themselves (causal, no dropout).
+
+        The cache keeps Hkv heads (so GQA / MQA shrink it H / Hkv times); x sits at positions
+        len(cache) onwards, which is where RoPE rotates its queries and keys.
+
+        Shape:
+            x: (B, Tn, D) -> output (B, Tn, D), weights (B, H, Tn, T), T = len(cache) after the call.
+        """
+        if not isinstance(x, Tensor) or x.dim() != 3 or x.size(-1) != self.d_model:
+            got = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
+            raise ValueError(f"x of shape {got} must be (B, Tn, d_model={self.d_model})")
+        old, h, n_rep = len(cache), self.num_heads, self.num_heads // self.num_kv_heads
+        q = self._rotate(split_heads(self.w_q(x), h), old)                     # (B, H, Tn, Dh)
+        k = self._rotate(split_heads(self.w_k(x), self.num_kv_heads), old)     # (B, Hkv, Tn, Dh)
+        v = split_heads(self.w_v(x), self.num_kv_heads)                        # (B, Hkv, Tn, Dh)
+        keys, values = cache.append(k, v)                                      # (B, Hkv, T, Dh)
+        # query t (position old + t) sees keys 0 .. old + t
+        pos_q = torch.arange(old, old + x.size(1), device=x.device)[:, None]   # (Tn, 1)
+        mask = torch.arange(keys.size(2), device=x.device) <= pos_q           # (Tn, T)
+        heads, weights = scaled_dot_product_attention(q, repeat_kv(keys, n_rep), repeat_kv(values, n_rep), mask)
+        return self.w_o(merge_heads(heads)), weights                           # (B, Tn, D)

@@ -121,6 +121,8 @@ def _attend_cached(mha: MultiHeadAttention, x: Tensor, cache: KVCache) -> tuple[
 
     Shape: x (B, Tn, D) -> (B, Tn, D), weights (B, H, Tn, T_cached + Tn).
     """
+    if mha.num_kv_heads != mha.num_heads or mha.rope_base is not None:
+        return mha.attend_cached(x, cache)   # GQA / RoPE layers (attnbook.gpt): the general path
     h = mha.num_heads
     q, k, v = (split_heads(w(x), h) for w in (mha.w_q, mha.w_k, mha.w_v))  # (B, H, Tn, Dh) each
     out, weights = cache.attend(q, k, v)                                      # causal over cache + new
@@ -134,18 +136,26 @@ class DecoderLayer(_Residual):
     tokens: their keys and values join the cache, and the encoder's are projected once. The
     cached path is for inference: it applies no attention dropout.
 
+    ``cross_attention=False`` drops sub-layer 2 (``cross_attn``, ``norm2``, ``dropout2``): the layer of a
+    decoder-only language model (attnbook.gpt), called with ``memory=None``. ``num_kv_heads`` and
+    ``rope_base`` go to the self-attention (grouped-query heads, rotary positions).
+
     Shape:
         x: (B, T, D); memory: (B, S, D); tgt_mask: (T, T); memory_mask: (B, 1, 1, S)
-        -> output (B, T, D), self weights (B, H, T, T), cross weights (B, H, T, S).
+        -> output (B, T, D), self weights (B, H, T, T), cross weights (B, H, T, S) (None without cross-attention).
     """
 
-    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.1, norm_first: bool = False):
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.1, norm_first: bool = False, *,
+                 cross_attention: bool = True, num_kv_heads: int | None = None, rope_base: float | None = None):
         super().__init__(norm_first)
-        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
-        self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout)
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout, num_kv_heads=num_kv_heads,
+                                            rope_base=rope_base)
+        self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout) if cross_attention else None
         self.ffn = PositionwiseFeedForward(d_model, d_ff, dropout)
         self.norm1, self.norm2, self.norm3 = (nn.LayerNorm(d_model) for _ in range(3))
         self.dropout1, self.dropout2, self.dropout3 = (nn.Dropout(dropout) for _ in range(3))
+        if not cross_attention:               # decoder-only: no encoder to read from, no sub-layer 2
+            del self.norm2, self.dropout2
 
     def forward(self, x: Tensor, memory: Tensor, tgt_mask: Tensor | None = None,
                 memory_mask: Tensor | None = None, cache: LayerCache | None = None):
@@ -157,12 +167,14 @@ class DecoderLayer(_Residual):
             a, self_w = _attend_cached(self.self_attn, h, cache.self_attn)
         x = self._post(x + self.dropout1(a), self.norm1)
         # 2) cross-attention: queries from the decoder, keys and values from the encoder
-        h = self._pre(x, self.norm2)
-        if cache is None:
-            a, cross_w = self.cross_attn(h, memory, memory, memory_mask)
-        else:
-            a, cross_w = self._cross_cached(h, memory, memory_mask, cache)
-        x = self._post(x + self.dropout2(a), self.norm2)
+        cross_w = None
+        if self.cross_attn is not None:
+            h = self._pre(x, self.norm2)
+            if cache is None:
+                a, cross_w = self.cross_attn(h, memory, memory, memory_mask)
+            else:
+                a, cross_w = self._cross_cached(h, memory, memory_mask, cache)
+            x = self._post(x + self.dropout2(a), self.norm2)
         # 3) position-wise feed-forward
         x = self._post(x + self.dropout3(self.ffn(self._pre(x, self.norm3))), self.norm3)
         return x, self_w, cross_w

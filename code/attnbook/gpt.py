@@ -1,0 +1,125 @@
+"""A decoder-only (GPT-style) language model: the Transformer decoder minus cross-attention.
+
+    x_0 = E[ids]                                   token embedding, no position table (RoPE instead)
+    x_l = DecoderLayer_l(x_{l-1})                  pre-LN: masked self-attention -> FFN, no cross-attention
+    logits = LayerNorm(x_N) E^T                    output layer tied to the embedding (Press & Wolf, 2017)
+
+Trained with next-token cross-entropy (teacher forcing: logits[:, t] predict ids[:, t + 1]). Each layer
+is :class:`attnbook.DecoderLayer` with ``cross_attention=False``; its self-attention rotates queries and
+keys by their positions (RoPE, attnbook.apply_rotary) and may share key/value heads (``num_kv_heads``).
+
+Shape legend: B batch, T sequence length, D = d_model, H heads, Hkv key/value heads, Dh = D / H,
+V vocabulary, N layers.
+"""
+
+from __future__ import annotations
+
+from numbers import Integral
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .masks import causal_mask
+from .sampling import sample_next
+from .transformer import DecoderCache, DecoderLayer, LayerCache
+
+__all__ = ["DecoderOnlyLM", "next_token_loss", "kv_cache_bytes"]
+
+
+def kv_cache_bytes(num_layers: int, batch: int, seq_len: int, num_kv_heads: int, d_head: int,
+                   bytes_per_value: int = 4) -> int:
+    """Bytes of a KV cache: keys and values, every layer, every cached token: 2 N B T Hkv Dh * itemsize."""
+    for name, n in (("num_layers", num_layers), ("batch", batch), ("seq_len", seq_len),
+                    ("num_kv_heads", num_kv_heads), ("d_head", d_head), ("bytes_per_value", bytes_per_value)):
+        if isinstance(n, bool) or not isinstance(n, Integral) or n < 0:
+            raise ValueError(f"{name} must be a non-negative integer, got {n!r}")
+    return 2 * num_layers * batch * seq_len * num_kv_heads * d_head * bytes_per_value
+
+
+class DecoderOnlyLM(nn.Module):
+    """GPT-style causal language model built from ``num_layers`` pre-LN :class:`attnbook.DecoderLayer`.
+
+    ``forward(ids)`` returns next-token logits for every position at once (causal mask);
+    ``forward(ids, cache)`` takes only the new tokens, which sit at positions len(cache) onwards, and
+    reuses the cached keys and values. ``tie_weights`` makes the output layer the embedding's transpose.
+
+    Shape:
+        ids: (B, T) int64 in [0, V) -> logits (B, T, V)
+    """
+
+    def __init__(self, vocab_size: int, d_model: int, num_heads: int, num_layers: int, d_ff: int,
+                 dropout: float = 0.0, *, num_kv_heads: int | None = None, rope_base: float = 10000.0,
+                 tie_weights: bool = True):
+        super().__init__()
+        for name, n in (("vocab_size", vocab_size), ("d_model", d_model), ("num_layers", num_layers),
+                        ("d_ff", d_ff)):
+            if isinstance(n, bool) or not isinstance(n, Integral) or n < 1:
+                raise ValueError(f"{name} must be a positive integer, got {n!r}")
+        self.vocab_size = int(vocab_size)
+        self.embed = nn.Embedding(vocab_size, d_model)
+        nn.init.normal_(self.embed.weight, std=0.02)                      # GPT-2's initialisation
+        self.dropout = nn.Dropout(dropout)
+        self.layers = nn.ModuleList(
+            DecoderLayer(d_model, num_heads, d_ff, dropout, norm_first=True, cross_attention=False,
+                         num_kv_heads=num_kv_heads, rope_base=rope_base) for _ in range(num_layers))
+        self.final_norm = nn.LayerNorm(d_model)                           # pre-LN needs one at the end
+        self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
+        if tie_weights:
+            self.lm_head.weight = self.embed.weight                       # one (V, D) matrix, used twice
+
+    def new_cache(self) -> DecoderCache:
+        """An empty cache: one KVCache of (B, Hkv, T, Dh) keys and values per layer."""
+        return DecoderCache([LayerCache() for _ in self.layers])
+
+    def forward(self, ids: Tensor, cache: DecoderCache | None = None) -> Tensor:
+        if not isinstance(ids, Tensor) or ids.dim() != 2 or ids.dtype != torch.long or ids.size(1) == 0:
+            got = f"{ids.dtype} {tuple(ids.shape)}" if isinstance(ids, Tensor) else type(ids).__name__
+            raise ValueError(f"ids must be a (B, T) int64 tensor with T >= 1, got {got}")
+        if int(ids.min()) < 0 or int(ids.max()) >= self.vocab_size:
+            raise ValueError(f"ids must lie in [0, {self.vocab_size}), got min {int(ids.min())}, max {int(ids.max())}")
+        if cache is not None and len(cache.layers) != len(self.layers):
+            raise ValueError(f"cache has {len(cache.layers)} layers, the model {len(self.layers)}")
+        x = self.dropout(self.embed(ids))                                 # (B, T, D)
+        mask = causal_mask(ids.size(1), device=ids.device) if cache is None else None   # (T, T)
+        for i, layer in enumerate(self.layers):
+            x, _, _ = layer(x, None, mask, None, None if cache is None else cache.layers[i])
+        return self.lm_head(self.final_norm(x))                           # (B, T, V)
+
+    @torch.no_grad()
+    def generate(self, prompt: Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
+                 top_p: float | None = None, generator: torch.Generator | None = None,
+                 use_cache: bool = True) -> Tensor:
+        """Append ``max_new_tokens`` tokens drawn by :func:`attnbook.sampling.sample_next` (temperature 0: greedy).
+
+        ``use_cache=False`` re-reads the whole sequence at every step; both give the same tokens.
+        Runs in eval mode (the model's mode is restored).
+
+        Shape:
+            prompt: (B, T0) int64 -> (B, T0 + max_new_tokens)
+        """
+        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, Integral) or max_new_tokens < 0:
+            raise ValueError(f"max_new_tokens must be a non-negative integer, got {max_new_tokens!r}")
+        was_training = self.training
+        self.eval()
+        try:
+            ids, cache = prompt, (self.new_cache() if use_cache else None)
+            new = prompt                                                  # what the model reads next
+            for _ in range(max_new_tokens):
+                logits = self(new if use_cache else ids, cache)[:, -1]    # (B, V)
+                nxt = sample_next(logits, temperature, top_k, top_p, generator)[:, None]   # (B, 1)
+                ids, new = torch.cat([ids, nxt], 1), nxt
+            return ids
+        finally:
+            self.train(was_training)
+
+
+def next_token_loss(model: nn.Module, ids: Tensor) -> Tensor:
+    """Mean cross-entropy of predicting ids[:, t + 1] from ids[:, :t + 1] (teacher forcing).
+
+    Shape: ids (B, T + 1) -> scalar.
+    """
+    if not isinstance(ids, Tensor) or ids.dim() != 2 or ids.size(1) < 2:
+        raise ValueError(f"ids of shape {tuple(getattr(ids, 'shape', ()))} must be (B, T + 1) with T >= 1")
+    logits = model(ids[:, :-1])                                           # (B, T, V)
+    return F.cross_entropy(logits.reshape(-1, logits.size(-1)), ids[:, 1:].reshape(-1))

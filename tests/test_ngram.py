@@ -1,0 +1,110 @@
+"""Kneser-Ney n-gram model against a dictionary implementation written from the formulas, and its invariants."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+
+import numpy as np
+import pytest
+import torch
+
+from attnbook.ngram import KneserNeyLM
+
+
+def reference_kn(ids, V, n):
+    """P(w | history) by the textbook recursion, with explicit count tables (slow, independent)."""
+    ids = list(ids)
+    counts = {}
+    for k in range(1, n + 1):
+        if k == n:
+            c = Counter(tuple(ids[i:i + k]) for i in range(len(ids) - k + 1))
+        else:
+            left = defaultdict(set)
+            for i in range(len(ids) - k):
+                left[tuple(ids[i + 1:i + 1 + k])].add(ids[i])
+            c = Counter({g: len(us) for g, us in left.items()})
+        n1 = sum(1 for v in c.values() if v == 1)
+        n2 = sum(1 for v in c.values() if v == 2)
+        counts[k] = (c, n1 / (n1 + 2 * n2) if n1 else 0.5)
+
+    def prob(w, hist):
+        hist = tuple(hist[max(0, len(hist) - (n - 1)):]) if n > 1 else ()
+        p = 1.0 / V
+        for k in range(1, min(n, len(hist) + 1) + 1):
+            c, d = counts[k]
+            h = hist[len(hist) - (k - 1):] if k > 1 else ()
+            followers = {g[-1]: v for g, v in c.items() if g[:-1] == h}
+            total = sum(followers.values())
+            if total:
+                p = max(followers.get(w, 0) - d, 0) / total + d * len(followers) / total * p
+        return p
+    return prob
+
+
+def corpus(size=400, V=8, seed=0):
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(0, V - 1, size)                 # token V-1 never occurs
+    ids[::4] = 3                                       # some structure
+    return ids
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_matches_the_textbook_recursion(n):
+    V, ids = 8, corpus()
+    lm, ref = KneserNeyLM(V, n).fit(ids), reference_kn(corpus(), V, n)
+    for hist in ([], [3], [0, 3], [6, 6, 6], [7, 7], [1, 3, 2], [7]):
+        got = lm.next_probs(np.array(hist, dtype=np.int64))
+        want = torch.tensor([ref(w, hist) for w in range(V)], dtype=torch.float64)
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5])
+def test_every_context_gives_a_distribution(n):
+    V = 11
+    lm = KneserNeyLM(V, n).fit(corpus(600, V, seed=n))
+    rng = np.random.default_rng(1)
+    for _ in range(30):
+        p = lm.next_probs(rng.integers(0, V, rng.integers(0, 6)))
+        assert abs(float(p.sum()) - 1) < 1e-12 and float(p.min()) > 0      # unseen tokens too
+
+
+def test_log_probs_are_the_next_token_probabilities_along_the_stream():
+    V, lm = 8, KneserNeyLM(8, 3).fit(corpus())
+    test = corpus(60, seed=5)
+    lp = lm.log_probs(test)
+    want = [math.log(float(lm.next_probs(test[max(0, i - 2):i])[test[i]])) for i in range(60)]
+    torch.testing.assert_close(lp, torch.tensor(want, dtype=torch.float64), rtol=1e-12, atol=1e-12)
+    assert lm.perplexity(test) == pytest.approx(math.exp(-sum(want) / 60), rel=1e-12)
+    assert torch.equal(lm.log_probs(torch.as_tensor(test)), lp)           # tensors welcome
+
+
+def test_higher_orders_fit_structured_text_better():
+    ids = np.tile(np.array([0, 1, 2, 0, 2, 1]), 200)    # every token has two successors; every pair one
+    ppl = [KneserNeyLM(4, n).fit(ids).perplexity(ids) for n in (1, 2, 3)]
+    assert ppl[0] > 2.9 and 1.9 < ppl[1] < 2.2 and ppl[2] < 1.1
+
+
+def test_discounts_follow_ney():
+    ids = np.array([0, 1, 0, 1, 0, 2, 3, 0, 1, 4])
+    lm = KneserNeyLM(5, 2).fit(ids)
+    bigrams = Counter(zip(ids[:-1], ids[1:]))                            # (0,1)x3, (1,0)x2, others once
+    n1 = sum(1 for v in bigrams.values() if v == 1)
+    n2 = sum(1 for v in bigrams.values() if v == 2)
+    assert lm.discounts[1] == pytest.approx(n1 / (n1 + 2 * n2))
+
+
+@pytest.mark.parametrize("call, words", [
+    (lambda: KneserNeyLM(0, 3), "vocab_size"),
+    (lambda: KneserNeyLM(5, 0), "order"),
+    (lambda: KneserNeyLM(100000, 4), "int64"),
+    (lambda: KneserNeyLM(5, 3).fit([0, 1, 5]), r"\[0, 5\).*max 5"),
+    (lambda: KneserNeyLM(5, 3).fit(np.zeros((2, 3), dtype=int)), "1-D"),
+    (lambda: KneserNeyLM(5, 3).fit([0.5, 1.0, 2.0]), "integer"),
+    (lambda: KneserNeyLM(5, 3).fit([0, 1]), "at least order=3"),
+    (lambda: KneserNeyLM(5, 3).log_probs([0, 1]), "fit"),
+    (lambda: KneserNeyLM(5, 2).fit([0, 1, 2]).next_probs([-1]), "min -1"),
+])
+def test_bad_inputs_raise_value_errors(call, words):
+    with pytest.raises(ValueError, match=words):
+        call()
