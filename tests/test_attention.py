@@ -238,3 +238,86 @@ def test_other_bad_inputs_raise_value_error():
         attnbook.SelfAttention(4)(torch.randn(5, 3))
     with pytest.raises(ValueError, match="d_k must be a positive integer"):
         attnbook.SelfAttention(4, d_k=0)
+
+
+# ---------------------------------------------------------------- gaps found by mutation testing (make mutation)
+
+
+@pytest.mark.parametrize("args, message", [
+    (((2, 4, 8), (2, 6, 5), (2, 6, 3)), r"differ in their last dimension \(8 vs 5\)"),
+    (((2, 4, 8), (2, 6, 8), (2, 5, 3)), r"different numbers of keys and values \(6 vs 5\)"),
+    (((2, 4, 8), (3, 6, 8), (2, 6, 3)), r"do not broadcast"),  # only k's batch is off
+    (((2, 4, 8), (2, 6, 8), (3, 6, 3)), r"do not broadcast"),  # only v's batch is off
+    (((2, 4, 0), (2, 6, 0), (2, 6, 3)), r"need D >= 1"),
+    (((4, 8), (0, 8), (0, 3)), r"Tk >= 1"),
+])
+def test_bad_shapes_name_the_sizes(args, message):
+    q, k, v = (torch.randn(*s) for s in args)
+    with pytest.raises(ValueError, match=message):
+        scaled_dot_product_attention(q, k, v)
+
+
+def test_bad_inputs_name_the_argument_and_type():
+    q, k, v = torch.randn(4, 8), torch.randn(6, 8), torch.randn(6, 3)
+    for args, message in [((q.tolist(), k, v), "^q must be a torch.Tensor, got list"),
+                          ((q, k.tolist(), v), "^k must be a torch.Tensor, got list"),
+                          ((q, k, v.tolist()), "^v must be a torch.Tensor, got list"),
+                          ((q, k, v.long()), "^v has dtype torch.int64")]:
+        with pytest.raises(ValueError, match=message):
+            scaled_dot_product_attention(*args)
+    for mask, message in [(torch.ones(4, 6), r"\(True = may attend\), got torch.float32"),
+                          ([[True] * 6] * 4, r"\(True = may attend\), got list")]:
+        with pytest.raises(ValueError, match=message):
+            scaled_dot_product_attention(q, k, v, mask=mask)
+    with pytest.raises(ValueError, match="grad_output of shape list"):
+        attention_backward(q, k, v, [[0.0] * 3] * 4)
+    with pytest.raises(ValueError, match=r"^x of shape \(4,\)"):
+        attnbook.SelfAttention(4)(torch.randn(4))
+    with pytest.raises(ValueError, match=r"^x of shape list"):
+        attnbook.SelfAttention(4)([[0.0] * 4])
+    for kwargs, message in [({"d_model": 0}, "^d_model must be"), ({"d_model": True}, "^d_model must be"),
+                            ({"d_model": 4, "d_v": 0}, "^d_v must be")]:
+        with pytest.raises(ValueError, match=message):
+            attnbook.SelfAttention(**kwargs)
+
+
+@pytest.mark.parametrize("batch, kv_batch", [((2, 3), ()), ((2, 2), (2, 1)), ((3,), (1,))])
+def test_manual_backward_sums_gradients_over_broadcast_batch_dims(batch, kv_batch):
+    q, _, _ = _qkv(batch, 4, 6, 5, 3, seed=2, requires_grad=True)
+    _, k, v = _qkv(kv_batch, 4, 6, 5, 3, seed=3, requires_grad=True)
+    g = torch.randn(*batch, 4, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
+    manual = attention_backward(q.detach(), k.detach(), v.detach(), g)
+    for m, a in zip(manual, _autograd_grads(q, k, v, g)):
+        assert m.shape == a.shape
+        torch.testing.assert_close(m, a, rtol=1e-12, atol=1e-12)
+    # grad_output in another dtype is cast to the output's dtype first.
+    for m, a in zip(attention_backward(q.detach(), k.detach(), v.detach(), g.float()), manual):
+        torch.testing.assert_close(m, a, rtol=1e-6, atol=1e-6)
+
+
+def test_manual_attention_uses_the_given_scale_forward_and_backward():
+    q, k, v = _qkv((2,), 3, 4, 3, 2, requires_grad=True, seed=9)
+    mask = _random_mask((2, 3, 4), seed=10)
+    out = manual_attention(q, k, v, mask, 0.5)
+    ref, _ = scaled_dot_product_attention(q, k, v, mask, scale=0.5)
+    torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
+    g = torch.randn(2, 3, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(11))
+    for a, b in zip(torch.autograd.grad(out, (q, k, v), g), torch.autograd.grad(ref, (q, k, v), g)):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_self_attention_without_bias_has_no_bias_anywhere_and_accepts_width_one():
+    layer = attnbook.SelfAttention(4, d_k=3, d_v=2, bias=False)
+    assert all(p.bias is None for p in (layer.q_proj, layer.k_proj, layer.v_proj, layer.out_proj))
+    one = attnbook.SelfAttention(1)  # 1 is a valid width
+    x = torch.randn(5, 1)
+    out, w = one(x)
+    p = torch.softmax(one.q_proj(x) @ one.k_proj(x).T, -1)  # scale 1/sqrt(1)
+    torch.testing.assert_close(w, p)
+    torch.testing.assert_close(out, one.out_proj(p @ one.v_proj(x)))
+
+
+def test_inputs_on_different_devices_are_refused():
+    q = torch.randn(4, 8)
+    with pytest.raises(ValueError, match="q, k, v must be on one device, got meta, cpu, cpu"):
+        scaled_dot_product_attention(q.to("meta"), q, q)

@@ -97,3 +97,30 @@ def test_combine_masks_is_a_broadcast_and():
 def test_bad_inputs_raise_value_error(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+# ---------------------------------------------------------------- gaps found by mutation testing (make mutation)
+
+
+def test_padding_mask_of_an_empty_batch_is_empty():
+    # B = 0 sequences: max_len defaults to 0 (the longest of none), else the given width.
+    none = torch.zeros(0, dtype=torch.int64)
+    assert padding_mask(none).shape == (0, 0)
+    assert padding_mask(none, max_len=3).shape == (0, 3)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: padding_mask([1], max_len=-1), "^max_len must be a non-negative integer"),
+    (lambda: padding_mask(torch.tensor([True, False])), "1-D integer sequence.*torch.bool"),
+    (lambda: padding_to_attention_mask(torch.ones(2, 3)), r"got torch.float32 tensor of shape \(2, 3\)"),
+    (lambda: padding_to_attention_mask([[True]]), "got list"),
+    (lambda: combine_masks(torch.ones(2)), "got torch.float32"),
+    (lambda: combine_masks([True]), "got list"),
+])
+def test_errors_name_what_was_received(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_causal_mask_is_built_on_the_requested_device():
+    assert causal_mask(3, device="meta").device.type == "meta"  # meta stands in for CUDA

@@ -211,3 +211,47 @@ def test_bad_inputs_raise_value_errors_naming_the_problem():
         mha(x, x, x, torch.ones(2, 3, 5, 5, dtype=torch.bool))
     with pytest.raises(ValueError, match="torch.bool"):
         mha(x, x, x, torch.ones(5, 5))
+
+
+# ---------------------------------------------------------------- gaps found by mutation testing (make mutation)
+
+
+@pytest.mark.parametrize("tq, tk, d, h", [(10, 14, 32, 4), (3, 5, 12, 3)])
+def test_multihead_macs_terms_are_the_closed_forms(tq, tk, d, h):
+    macs = multihead_macs(tq, tk, d, h)
+    expected = {"projections": tq * d * d + 2 * tk * d * d, "scores": tq * tk * d, "weighted_sum": tq * tk * d,
+                "output": tq * d * d}
+    expected["total"] = sum(expected.values())
+    assert macs == expected and all(type(v) is int for v in macs.values())
+
+
+@pytest.mark.parametrize("args, message", [
+    ((0, 4, 8, 2), "^tq must be a positive integer, got 0"), ((4, 0, 8, 2), "^tk must be"),
+    ((4, 4, -8, 2), "^d_model must be"), ((4, 4, 8, True), "^num_heads must be a positive integer, got True"),
+])
+def test_multihead_macs_bad_arguments_name_themselves(args, message):
+    with pytest.raises(ValueError, match=message):
+        multihead_macs(*args)
+
+
+def test_bad_masks_are_refused_by_the_layer_itself():
+    mha = MultiHeadAttention(8, 2)
+    x = torch.randn(2, 5, 8)
+    # The layer's own message (naming (B, H, Tq, Tk)), not the one attention would give later.
+    for mask in (torch.ones(4, 4, dtype=torch.bool), torch.ones(5, dtype=torch.bool)):
+        with pytest.raises(ValueError, match=r"\(B, H, Tq, Tk\) = \(2, 2, 5, 5\); pass \(Tq, Tk\)"):
+            mha(x, x, x, mask)
+    for mask, got in [(torch.ones(5, 5), "torch.float32"), ([[True] * 5] * 5, "list")]:
+        with pytest.raises(ValueError, match=r"\(True = may attend\), got " + got):
+            mha(x, x, x, mask)
+
+
+def test_repeat_kv_refuses_bad_arguments_naming_them():
+    from attnbook.multihead import repeat_kv
+
+    for x, shape in [(torch.zeros(2, 3), r"\(2, 3\)"), ([[0.0]], r"\(\)")]:
+        with pytest.raises(ValueError, match=rf"^x of shape {shape} must be \(B, Hkv, T, Dh\)"):
+            repeat_kv(x, 2)
+    for n_rep in (0, True, 1.0):
+        with pytest.raises(ValueError, match=f"^n_rep must be a positive integer, got {n_rep!r}"):
+            repeat_kv(torch.zeros(1, 2, 3, 4), n_rep)

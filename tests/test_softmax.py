@@ -528,3 +528,9 @@ def test_errors_name_the_type_received():
         masked_softmax(torch.zeros(3), torch.ones(3))
     with pytest.raises(ValueError, match="dim=True"):
         softmax(torch.zeros(2, 3), dim=True)  # a bool is not a dimension, though bool is an int
+
+
+def test_sparse_maps_keep_the_input_device():
+    # The meta device stands in for CUDA here: a helper tensor made on the CPU would not mix with it.
+    x = torch.randn(3, 5, device="meta")
+    assert sparsemax(x).device.type == entmax15(x).device.type == "meta"
