@@ -51,7 +51,7 @@ robustness: venv
 	$(BIN)/python code/booktools/robustness.py $(ROBUSTNESS_ARGS)
 
 # Incremental: only functions changed since the last run are tested again (MUTATION_ARGS=--fresh: all of them;
-# MUTATION_ARGS="attnbook.masks.*": one module). Niced, two mutants at a time.
+# MUTATION_ARGS="--modules masks,attention": some modules). Niced, two mutants at a time.
 mutation: venv
 	nice -n 15 $(BIN)/python code/booktools/mutation.py $(MUTATION_ARGS)
 

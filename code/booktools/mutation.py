@@ -1,10 +1,11 @@
-"""``make mutation``: mutmut over the core modules of ``attnbook``, then a per-module report.
+"""``make mutation``: mutmut over the core modules of ``attnbook``, each against its own unit tests.
 
-mutmut names a mutant by its file's path (``src/`` stripped) and must import the mutated copy under the
-same name, so it runs in ``_build/mutation/``, a copy laid out as ``src/attnbook/`` + ``tests/`` +
-``pyproject.toml`` (whose ``[tool.mutmut]`` says which modules to mutate and which tests to run).
-Files are copied only when they changed, so mutmut's results in ``_build/mutation/mutants/`` carry over
-between runs and only changed functions are tested again; ``--fresh`` starts from nothing.
+For each module listed in ``[tool.attnbook.mutation]`` of pyproject.toml (module = its test files), mutmut
+runs in ``_build/mutation/<module>/``, a copy laid out as ``src/attnbook/`` + ``tests/`` + a pyproject.toml
+whose ``[tool.mutmut]`` mutates that module only and selects its tests. (mutmut names a mutant by its
+file's path with ``src/`` stripped, and must import the mutated copy under the same name, hence the layout.)
+Only changed files are copied, so mutmut's results carry over between runs and only changed functions are
+tested again; ``--fresh`` starts from nothing. Writes the per-module report of mutation_report.py.
 """
 
 from __future__ import annotations
@@ -16,12 +17,18 @@ import shutil
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 from mutation_report import write_report
 
 ROOT = Path(__file__).resolve().parents[2]
 WORK = ROOT / "_build" / "mutation"
+
+
+def test_map() -> dict[str, list[str]]:
+    """Core module -> its unit test files, in the order they are run."""
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["attnbook"]["mutation"]
 
 
 def sync_tree(src: Path, dst: Path) -> None:
@@ -38,39 +45,57 @@ def sync_tree(src: Path, dst: Path) -> None:
                 p.unlink()
 
 
-def prepare(fresh: bool) -> None:
+def mutmut_config(module: str, tests: list[str]) -> str:
+    quoted = lambda items: "[" + ", ".join(f'"{x}"' for x in items) + "]"  # noqa: E731
+    return (f'\n[tool.mutmut]\nsource_paths = ["src/attnbook"]\nonly_mutate = ["src/attnbook/{module}.py"]\n'
+            f"pytest_add_cli_args_test_selection = {quoted(tests)}\n"
+            'pytest_add_cli_args = ["-p", "no:cacheprovider"]\n')
+
+
+def prepare(module: str, tests: list[str], fresh: bool) -> Path:
+    work = WORK / module
     if fresh:
-        shutil.rmtree(WORK, ignore_errors=True)
-    sync_tree(ROOT / "code" / "attnbook", WORK / "src" / "attnbook")
-    sync_tree(ROOT / "tests", WORK / "tests")
-    for name in ("pyproject.toml",):
-        if not (WORK / name).exists() or not filecmp.cmp(ROOT / name, WORK / name, shallow=False):
-            shutil.copy2(ROOT / name, WORK / name)
+        shutil.rmtree(work, ignore_errors=True)
+    sync_tree(ROOT / "code" / "attnbook", work / "src" / "attnbook")
+    sync_tree(ROOT / "tests", work / "tests")
+    # The project's pytest settings (markers, options) plus this module's mutmut settings.
+    text = (ROOT / "pyproject.toml").read_text() + mutmut_config(module, tests)
+    config = work / "pyproject.toml"
+    if not config.exists() or config.read_text() != text:
+        config.write_text(text)
+    return work
 
 
 def main() -> int:
+    modules = test_map()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--modules", default=",".join(modules), help="comma-separated (default: all, in order)")
     parser.add_argument("--fresh", action="store_true", help="drop earlier results and test every mutant")
     parser.add_argument("--max-children", type=int, default=2, help="mutants tested at a time (default 2)")
     parser.add_argument("--out", type=Path, default=ROOT / "_build" / "mutation.md")
-    parser.add_argument("mutants", nargs="*", help="only these mutants (globs, e.g. 'attnbook.masks.*')")
     args = parser.parse_args()
+    chosen = args.modules.split(",")
+    unknown = set(chosen) - set(modules)
+    if unknown:
+        parser.error(f"unknown modules {sorted(unknown)}; known: {', '.join(modules)}")
 
-    prepare(args.fresh)
     # One thread per test run: mutants run side by side, and torch's thread pool would only contend.
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     mutmut = Path(sys.executable).parent / "mutmut"
-    start = time.monotonic()
-    run = subprocess.run([str(mutmut), "run", "--max-children", str(args.max_children), *args.mutants],
-                         cwd=WORK, env=env)
-    seconds = time.monotonic() - start
-    if run.returncode != 0:
-        print(f"mutmut run failed (exit {run.returncode})", file=sys.stderr)
-        return run.returncode
-    report = write_report(WORK, ROOT / "tests" / "mutation_equivalent.toml", args.out, seconds)
-    print(report)
+    failed = []
+    for module in chosen:
+        work = prepare(module, modules[module], args.fresh)
+        print(f"== {module}: mutants against {' '.join(modules[module])}", flush=True)
+        start = time.monotonic()
+        run = subprocess.run([str(mutmut), "run", "--max-children", str(args.max_children)], cwd=work, env=env)
+        (work / "run-seconds.txt").write_text(f"{time.monotonic() - start:.0f}\n")
+        if run.returncode != 0:
+            failed.append(module)
+    print(write_report(WORK, list(modules), ROOT / "tests" / "mutation_equivalent.toml", args.out))
     print(f"report: {args.out}")
-    return 0
+    if failed:
+        print(f"mutmut failed for: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

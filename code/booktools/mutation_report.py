@@ -28,15 +28,17 @@ def mutated_lines(diff: str) -> str:
     return " / ".join(line[1:].strip() for line in diff.splitlines() if line.startswith("+") and not line.startswith("+++"))
 
 
-def classify(work: Path, equivalent: dict) -> tuple[dict[str, Counter], dict[str, list[tuple[str, str]]], list[str]]:
+def classify(work: Path, modules: list[str], equivalent: dict):
     """Count each module's mutants by status; collect survivors' diffs and stale equivalence entries."""
-    modules = [Path(p) for p in tomllib.loads((work / "pyproject.toml").read_text())["tool"]["mutmut"]["only_mutate"]]
     counts, survivors, stale = {}, {}, []
     seen = set()
     old = os.getcwd()
-    os.chdir(work)  # mutmut reads mutants/<path> relative to the folder it ran in
-    try:
-        for path in modules:
+    for module in modules:
+        path = Path("src/attnbook") / f"{module}.py"
+        if not (work / module / "mutants" / f"{path}.meta").exists():
+            continue  # not run yet
+        os.chdir(work / module)  # mutmut reads mutants/<path> relative to the folder it ran in
+        try:
             data = SourceFileMutationData(path=path)
             data.load()
             c, s = Counter(), []
@@ -54,23 +56,29 @@ def classify(work: Path, equivalent: dict) -> tuple[dict[str, Counter], dict[str
                     stale.append(f"{name}: listed as equivalent but {status}")
                     seen.add(name)
                 c[status] += 1
-            counts[path.stem], survivors[path.stem] = c, s
-    finally:
-        os.chdir(old)
+            counts[module], survivors[module] = c, s
+        finally:
+            os.chdir(old)
     stale += [f"{name}: listed as equivalent but not a surviving mutant with that line"
-              for name in sorted(set(equivalent) - seen)]
+              for name in sorted(set(equivalent) - seen) if name.split(".")[1] in counts]
     return counts, survivors, stale
 
 
-def write_report(work: Path, equivalent_file: Path, out: Path, seconds: float | None = None) -> str:
+def run_seconds(work: Path, module: str) -> float | None:
+    path = work / module / "run-seconds.txt"
+    return float(path.read_text()) if path.exists() else None
+
+
+def write_report(work: Path, modules: list[str], equivalent_file: Path, out: Path) -> str:
     equivalent = tomllib.loads(equivalent_file.read_text()) if equivalent_file.exists() else {}
-    counts, survivors, stale = classify(work, equivalent)
-    lines = ["# Mutation testing (mutmut)", ""]
-    if seconds is not None:
-        lines += [f"Run time of `mutmut run`: {seconds / 60:.1f} min.", ""]
-    lines += ["score = killed / (total − equivalent); goal ≥ 90 % per module.", "",
-              "| module | mutants | killed | survived | equivalent | timeout | no tests | other | score |",
-              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    counts, survivors, stale = classify(work, modules, equivalent)
+    seconds = {m: run_seconds(work, m) for m in counts}
+    total_min = sum(s or 0 for s in seconds.values()) / 60
+    lines = ["# Mutation testing (mutmut)", "",
+             f"score = killed / (total − equivalent); goal ≥ 90 % per module. Last `mutmut run` of the modules "
+             f"shown: {total_min:.0f} min in all (a rerun only tests functions that changed).", "",
+             "| module | mutants | killed | survived | equivalent | timeout | no tests | other | score | run |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     named = ("killed", "survived", "equivalent", "timeout", "no tests")
     for module, c in counts.items():
         total = sum(c.values())
@@ -81,8 +89,9 @@ def write_report(work: Path, equivalent_file: Path, out: Path, seconds: float | 
             score += f" ({c['not checked']} not checked)"
         elif denominator and c["killed"] / denominator < GOAL:
             score += " ✗"
+        run = f"{seconds[module] / 60:.1f} min" if seconds[module] is not None else "–"
         lines.append(f"| {module} | {total} | {c['killed']} | {c['survived']} | {c['equivalent']} | "
-                     f"{c['timeout']} | {c['no tests']} | {other} | {score} |")
+                     f"{c['timeout']} | {c['no tests']} | {other} | {score} | {run} |")
     summary = "\n".join(lines)
     if stale:
         lines += ["", "## Stale entries in tests/mutation_equivalent.toml", ""] + [f"- {s}" for s in stale]
@@ -97,10 +106,10 @@ def write_report(work: Path, equivalent_file: Path, out: Path, seconds: float | 
     return summary + (f"\n{len(stale)} stale entries in {equivalent_file.name}" if stale else "")
 
 
-def stubs(work: Path, equivalent_file: Path) -> str:
+def stubs(work: Path, modules: list[str], equivalent_file: Path) -> str:
     """TOML entries (reason left empty, to fill in) for every survivor not yet listed as equivalent."""
     equivalent = tomllib.loads(equivalent_file.read_text()) if equivalent_file.exists() else {}
-    _, survivors, _ = classify(work, equivalent)
+    _, survivors, _ = classify(work, modules, equivalent)
     out = []
     for s in survivors.values():
         for name, diff in s:
@@ -117,10 +126,11 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=root / "_build" / "mutation.md")
     parser.add_argument("--stubs", action="store_true", help="print entries to fill in for the survivors")
     args = parser.parse_args()
+    modules = list(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["attnbook"]["mutation"])
     if args.stubs:
-        print(stubs(args.work, args.equivalent))
+        print(stubs(args.work, modules, args.equivalent))
         return 0
-    print(write_report(args.work, args.equivalent, args.out))
+    print(write_report(args.work, modules, args.equivalent, args.out))
     return 0
 
 
