@@ -534,3 +534,17 @@ def test_sparse_maps_keep_the_input_device():
     # The meta device stands in for CUDA here: a helper tensor made on the CPU would not mix with it.
     x = torch.randn(3, 5, device="meta")
     assert sparsemax(x).device.type == entmax15(x).device.type == "meta"
+
+
+def test_masked_softmax_gradient_where_the_row_sum_is_exactly_one():
+    # One kept entry (p = 1 whatever its score: gradient 0), or a runner-up exp(-200) below the rounding
+    # of 1: the normaliser s is exactly 1 there and must still be differentiated through.
+    x = torch.tensor([[0.3, 1.0, -2.0, 0.5], [0.0, -200.0, 0.1, 0.2]], dtype=F64, requires_grad=True)
+    mask = torch.tensor([[False, True, False, False], [True, True, False, False]])
+    p = masked_softmax(x, mask)
+    upstream = torch.tensor([[1.0, 2.0, 3.0, 4.0], [0.5, -1.0, 2.0, 1.0]], dtype=F64)
+    (grad,) = torch.autograd.grad((p * upstream).sum(), x)
+    assert (grad[0] == 0).all()
+    kept = x[1, :2]
+    (ref,) = torch.autograd.grad((torch.softmax(kept, -1) * upstream[1, :2]).sum(), kept)
+    torch.testing.assert_close(grad[1, :2], ref, rtol=1e-12, atol=1e-300)

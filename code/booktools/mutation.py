@@ -5,13 +5,15 @@ runs in ``_build/mutation/<module>/``, a copy laid out as ``src/attnbook/`` + ``
 whose ``[tool.mutmut]`` mutates that module only and selects its tests. (mutmut names a mutant by its
 file's path with ``src/`` stripped, and must import the mutated copy under the same name, hence the layout.)
 Only changed files are copied, so mutmut's results carry over between runs and only changed functions are
-tested again; ``--fresh`` starts from nothing. Writes the per-module report of mutation_report.py.
+tested again; ``--fresh`` starts from nothing, and ``--retest-survivors`` runs the survivors (and mutants
+no test reached) against the current tests, after tests were added. Writes mutation_report.py's report.
 """
 
 from __future__ import annotations
 
 import argparse
 import filecmp
+import json
 import os
 import shutil
 import subprocess
@@ -66,11 +68,22 @@ def prepare(module: str, tests: list[str], fresh: bool) -> Path:
     return work
 
 
+def survivors(work: Path, module: str) -> list[str]:
+    """Mutants that survived or that no test reached, from mutmut's results."""
+    meta = work / "mutants" / "src" / "attnbook" / f"{module}.py.meta"
+    if not meta.exists():
+        return []
+    codes = json.loads(meta.read_text())["exit_code_by_key"]
+    return sorted(name for name, code in codes.items() if code in (0, 33))  # 0 survived, 33 no tests
+
+
 def main() -> int:
     modules = test_map()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--modules", default=",".join(modules), help="comma-separated (default: all, in order)")
     parser.add_argument("--fresh", action="store_true", help="drop earlier results and test every mutant")
+    parser.add_argument("--retest-survivors", action="store_true",
+                        help="run the survivors again (after adding tests); new or changed mutants are run too")
     parser.add_argument("--max-children", type=int, default=2, help="mutants tested at a time (default 2)")
     parser.add_argument("--out", type=Path, default=ROOT / "_build" / "mutation.md")
     args = parser.parse_args()
@@ -87,7 +100,10 @@ def main() -> int:
         work = prepare(module, modules[module], args.fresh)
         print(f"== {module}: mutants against {' '.join(modules[module])}", flush=True)
         start = time.monotonic()
-        run = subprocess.run([str(mutmut), "run", "--max-children", str(args.max_children)], cwd=work, env=env)
+        command = [str(mutmut), "run", "--max-children", str(args.max_children)]
+        run = subprocess.run(command, cwd=work, env=env)
+        if run.returncode == 0 and args.retest_survivors and survivors(work, module):
+            run = subprocess.run(command + survivors(work, module), cwd=work, env=env)
         (work / "run-seconds.txt").write_text(f"{time.monotonic() - start:.0f}\n")
         if run.returncode != 0:
             failed.append(module)

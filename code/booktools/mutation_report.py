@@ -52,7 +52,7 @@ def classify(work: Path, modules: list[str], equivalent: dict):
                         seen.add(name)
                     else:
                         s.append((name, diff))
-                elif name in equivalent:
+                elif name in equivalent and status != "not checked":
                     stale.append(f"{name}: listed as equivalent but {status}")
                     seen.add(name)
                 c[status] += 1
