@@ -35,7 +35,7 @@ from .classifier import (
     train_classifier,
     train_logistic_regression,
 )
-from .data import load_peoples_daily, peoples_daily_words
+from .data import load_peoples_daily, peoples_daily_splits, peoples_daily_words
 from .embeddings import (
     Vocab,
     WordVectors,
@@ -184,7 +184,8 @@ __all__ = [
     "Seq2Seq", "sequence_loss", "train_seq2seq", "evaluate_seq2seq", "DigitTask",
     "jacobian_norms", "graph_depth",
     "AttentionHeadBrowser",
-    "load_peoples_daily", "peoples_daily_words", "Vocab", "WordVectors", "analogy", "analogy_accuracy",
+    "load_peoples_daily", "peoples_daily_splits", "peoples_daily_words", "Vocab", "WordVectors", "analogy",
+    "analogy_accuracy",
     "analogy_questions", "bag_of_words", "cosine_similarity", "nearest_neighbors", "one_hot", "pca", "tfidf",
     "SkipGram", "CBOW", "sgns_loss", "cbow_loss", "train_word2vec", "GloVe", "cooccurrence_matrix", "glove_loss",
     "train_glove", "FastText", "load_minilm",

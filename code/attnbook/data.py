@@ -183,3 +183,34 @@ def sentiment_splits(seed: int = 0, val_fraction: float = 0.1, test_fraction: fl
     n_test, n_val = round(test_fraction * len(distinct)), round(val_fraction * len(distinct))
     cuts = {"train": distinct[n_test + n_val:], "val": distinct[n_test:n_test + n_val], "test": distinct[:n_test]}
     return {name: LabelledTexts(tuple(part), tuple(next(iter(seen[t])) for t in part)) for name, part in cuts.items()}
+
+
+# --- People's Daily as plain text, split by sentence -------------------------------------------------------------
+
+__all__ += ["peoples_daily_splits"]
+
+
+def peoples_daily_splits(seed: int = 0, val_fraction: float = 0.05, test_fraction: float = 0.05,
+                         sentences: Sequence[Sequence[tuple[str, str]]] | None = None) -> dict[str, tuple[str, ...]]:
+    """The corpus's lines as plain text (words joined, punctuation kept), deduplicated, split by line.
+
+    Each distinct line is kept once (headlines such as a date line recur), so no line is in two splits.
+    The distinct lines are sorted, shuffled by ``random.Random(seed)`` and cut into test, val, train.
+    ``sentences`` defaults to :func:`load_peoples_daily`.
+
+    Shape:
+        -> {"train": (n_train,), "val": (n_val,), "test": (n_test,)} tuples of str
+    """
+    import random
+
+    for name, frac in (("val_fraction", val_fraction), ("test_fraction", test_fraction)):
+        if isinstance(frac, bool) or not isinstance(frac, (int, float)) or not 0 <= frac < 1:
+            raise ValueError(f"{name} must lie in [0, 1), got {frac!r}")
+    if val_fraction + test_fraction >= 1:
+        raise ValueError(f"val_fraction + test_fraction = {val_fraction + test_fraction} leaves no training data")
+    sentences = load_peoples_daily() if sentences is None else sentences
+    distinct = sorted({"".join(word for word, _ in sent) for sent in sentences} - {""})
+    random.Random(seed).shuffle(distinct)
+    n_test, n_val = round(test_fraction * len(distinct)), round(val_fraction * len(distinct))
+    return {"train": tuple(distinct[n_test + n_val:]), "val": tuple(distinct[n_test:n_test + n_val]),
+            "test": tuple(distinct[:n_test])}
