@@ -149,7 +149,7 @@ from .transformer import (
     Transformer,
 )
 from .widgets import (AttentionHeadBrowser, DkScalingWidget, KernelRegressionWidget, OnlineSoftmaxWidget,
-                      RotaryWidget, SinusoidalExplorerWidget, SoftmaxTemperatureWidget, TileMapWidget)
+                      RotaryWidget, SamplingWidget, SinusoidalExplorerWidget, SoftmaxTemperatureWidget, TileMapWidget)
 
 __version__ = "0.1.0"
 
@@ -196,4 +196,5 @@ __all__ = [
     "clip_grad_norm", "fit",
     "DecoderOnlyLM", "kv_cache_bytes", "next_token_loss", "KneserNeyLM", "apply_temperature", "filter_logits",
     "greedy_next", "sample_next", "sampling_probs", "top_k_filter", "top_p_filter", "tokens_per_char", "train_bpe",
+    "SamplingWidget",
 ]

@@ -6,10 +6,11 @@ from .kernel_regression import KernelRegressionWidget
 from .online_softmax import OnlineSoftmaxWidget
 from .positional_explorer import SinusoidalExplorerWidget
 from .rotary import RotaryWidget
+from .sampling_explorer import SamplingWidget
 from .softmax_temperature import SoftmaxTemperatureWidget
 from .static import StaticFallbackWidget
 from .tile_map import TileMapWidget
 
 __all__ = ["AttentionHeadBrowser", "DkScalingWidget", "KernelRegressionWidget", "OnlineSoftmaxWidget",
-           "RotaryWidget", "SinusoidalExplorerWidget", "SoftmaxTemperatureWidget", "StaticFallbackWidget",
-           "TileMapWidget"]
+           "RotaryWidget", "SamplingWidget", "SinusoidalExplorerWidget", "SoftmaxTemperatureWidget",
+           "StaticFallbackWidget", "TileMapWidget"]
