@@ -321,3 +321,9 @@ def test_inputs_on_different_devices_are_refused():
     q = torch.randn(4, 8)
     with pytest.raises(ValueError, match="q, k, v must be on one device, got meta, cpu, cpu"):
         scaled_dot_product_attention(q.to("meta"), q, q)
+
+
+def test_a_cpu_mask_follows_the_inputs_to_their_device():
+    q = torch.randn(2, 5, 4, device="meta")  # meta stands in for CUDA: a CPU mask must be moved to it
+    out, w = scaled_dot_product_attention(q, q, q, mask=attnbook.causal_mask(5))
+    assert out.device.type == w.device.type == "meta"
