@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
+import attnbook
 from attnbook import (MultiHeadAttention, causal_mask, combine_masks, merge_heads, multihead_macs, padding_mask,
                       padding_to_attention_mask, split_heads)
 
@@ -255,3 +256,49 @@ def test_repeat_kv_refuses_bad_arguments_naming_them():
     for n_rep in (0, True, 1.0):
         with pytest.raises(ValueError, match=f"^n_rep must be a positive integer, got {n_rep!r}"):
             repeat_kv(torch.zeros(1, 2, 3, 4), n_rep)
+
+
+def test_layer_arguments_are_checked_and_named():
+    for args, kwargs, message in [((0, 2), {}, "^d_model must be a positive integer"),
+                                  ((8, True), {}, "^num_heads must be a positive integer, got True"),
+                                  ((8, 2), {"dropout": False}, "^dropout must be a number in"),
+                                  ((8, 2), {"rope_base": 1}, "^rope_base must be a number > 1")]:
+        with pytest.raises(ValueError, match=message):
+            MultiHeadAttention(*args, **kwargs)
+    mha = MultiHeadAttention(8, 2, bias=False, rope_base=1.5)  # any base > 1 is a valid RoPE base
+    assert all(w.bias is None for w in (mha.w_q, mha.w_k, mha.w_v, mha.w_o))
+    x = torch.randn(2, 5, 8)
+    for args, message in [((x, x[..., :7], x), r"^key of shape \(2, 5, 7\)"),
+                          ((x, x, x[..., :7]), r"^value of shape \(2, 5, 7\)"),
+                          ((x.tolist(), x, x), "^query of shape list")]:
+        with pytest.raises(ValueError, match=message):
+            mha(*args)
+    for bad, message in [(x[0], r"^x of shape \(5, 8\) must be \(B, Tn, d_model=8\)"),
+                         (x.tolist(), "^x of shape list")]:
+        with pytest.raises(ValueError, match=message):
+            mha.attend_cached(bad, attnbook.KVCache())
+
+
+def test_rotary_layer_uses_its_own_base():
+    # Reference: the projections rotated by attnbook.apply_rotary with the layer's base, then attention.
+    torch.manual_seed(3)
+    mha = MultiHeadAttention(8, 2, rope_base=100.0).double()
+    x = torch.randn(2, 5, 8, dtype=F64)
+    pos = torch.arange(5)
+    q = attnbook.apply_rotary(split_heads(mha.w_q(x), 2), pos, base=100.0)
+    k = attnbook.apply_rotary(split_heads(mha.w_k(x), 2), pos, base=100.0)
+    heads = F.scaled_dot_product_attention(q, k, split_heads(mha.w_v(x), 2), attn_mask=causal_mask(5))
+    torch.testing.assert_close(mha(x, x, x, causal_mask(5))[0], mha.w_o(merge_heads(heads)))
+
+
+def test_rotary_and_cached_attention_stay_on_the_inputs_device():
+    mha = MultiHeadAttention(8, 2, rope_base=100.0, num_kv_heads=1).to("meta")  # meta stands in for CUDA
+    x = torch.randn(2, 5, 8, device="meta")
+    assert mha(x, x, x)[0].device.type == "meta"
+    assert mha.attend_cached(x, attnbook.KVCache())[0].device.type == "meta"
+
+
+def test_extra_repr_names_the_optional_settings():
+    assert MultiHeadAttention(8, 2).extra_repr() == "d_model=8, num_heads=2, d_head=4"
+    assert (MultiHeadAttention(8, 2, num_kv_heads=1, rope_base=100.0).extra_repr()
+            == "d_model=8, num_heads=2, d_head=4, num_kv_heads=1, rope_base=100")
