@@ -9,8 +9,8 @@ A sentence is backed when it
 - is reviewed: an entry of the allow-list (claims_allow.toml) matches it, with a reason.
 Digits typed by hand are backed by an assert, a citation or the allow-list, never by a glue beside them.
 
-Prose means text outside code cells, other fences, math, code spans, headings, quoted source text (“...”) and
-the references section. Usage:
+Prose means text outside code cells, other fences, math, code spans, headings, quoted source text (“...” and
+blockquotes) and the references section. Usage:
     python code/booktools/claims_audit.py [--chapters softmax transformer]   # unbacked sentences, exit 1 if any
     python code/booktools/claims_audit.py --lengths [--rev HEAD]            # main-text characters per chapter
 """
@@ -31,7 +31,7 @@ ALLOW = Path(__file__).with_name("claims_allow.toml")
 SKIP_PAGES = {"bibliography"}               # a generated list of references
 # Reasons in the allow-list start with one of these words, so a reader of the list knows what kind of review it was.
 REASON_KINDS = ("definition", "setup", "closed form", "exact", "history", "source", "structure", "hedge",
-                "example", "shown", "soft", "pointer")
+                "example", "shown", "soft", "pointer", "question")
 
 FENCE = re.compile(r"^(\s*)(`{3,}|~{3,}|:{3,})\s*(?:\{([^}]*)\})?\s*(.*)$")
 PROSE_DIRECTIVES = {"admonition", "note", "warning", "tip", "important", "caution", "attention", "hint",
@@ -57,10 +57,10 @@ TRIGGERS = {
     "digit": re.compile(r"[0-9０-９]"),
     "comparison": re.compile(
         r"(?<!变)更(?!新|改|换|正|替|迭)[\u4e00-\u9fff]|高于|低于|大于|小于|多于|少于|优于|劣于|不如|胜过|超过|领先|落后"
-        r"|(?<![对类无])比(?![如方喻较例值率特赛照重起肩拟])|倍|远(?=[大小高低多少超快慢胜不比])|远远"
+        r"|(?<![对类无可])比(?![如方喻较例值率特赛照重起肩拟对])|倍|远(?=[大小高低多少超快慢胜不比])|远远"
         r"|\b(?:faster|slower|better|worse|more than|less than|fewer|larger|smaller|higher|lower|outperforms?)\b"),
     "superlative": re.compile(
-        r"最(?!终|后|初|近邻|大值|小值|大化|小化|大池化|大似然|大长度|优化)[\u4e00-\u9fff]"
+        r"(?<!取)最(?!终|后|初|近邻|大值|小值|大化|小化|大池化|大似然|大长度|优化|小二乘)[\u4e00-\u9fff]"
         r"|\b(?:best|worst|fastest|slowest|most|least)\b"),
     "hedge": re.compile(r"几乎|明显|显著|大约|约(?!定|束|简|等于号)|左右(?![两边侧])|接近|至少|至多|大幅"),
 }
@@ -172,7 +172,9 @@ def parse(chapter: str, text: str) -> tuple[list[Block], str, list[int]]:
             if not stripped.startswith("%"):
                 close()
             continue
-        if section_skipped:
+        if section_skipped or stripped.startswith(">"):            # references; a quoted source (blockquote)
+            if stripped.startswith(">"):
+                close()
             continue
         if current is None:
             current = Block(chapter, collapsed=section_collapsed or any(s[2] for s in stack))
