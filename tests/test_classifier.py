@@ -9,6 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import attnbook
+
 from attnbook import (CharVocab, LogisticRegression, SelfAttentionClassifier, char_ngrams, confusion_matrix,
                       encode_texts, length_batches, masked_mean, predict, tfidf_features, train_classifier,
                       train_logistic_regression)
@@ -70,6 +72,20 @@ def test_model_pools_only_real_tokens():
     model.norm.register_forward_hook(lambda m, inp, out: seen.setdefault("h", out))
     model(ids)
     torch.testing.assert_close(seen["pooled"][0], seen["h"][0, :3].mean(0), rtol=1e-6, atol=1e-7)
+
+
+def test_ablation_without_attention_is_layernorm_then_mean_of_the_real_tokens():
+    """attention=False: logits = head(mean over real t of LayerNorm(E[c_t] + PE(t))), written out with F.layer_norm."""
+    model = tiny_model(attention=False)
+    assert model.attn is None
+    ids = torch.tensor([[4, 5, 6, PAD_ID, PAD_ID], [7, 8, 9, 10, 11]])
+    logits, weights = model(ids)
+    assert weights is None
+    x = model.embed.weight[ids] + attnbook.sinusoidal_encoding(32, 16)[:5]            # (2, 5, 16)
+    h = F.layer_norm(x, (16,), model.norm.weight, model.norm.bias, model.norm.eps)
+    pooled = torch.stack([h[0, :3].mean(0), h[1].mean(0)])
+    torch.testing.assert_close(logits, pooled @ model.head.weight.T + model.head.bias, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(model(ids[:1, :3])[0], logits[:1], rtol=1e-6, atol=1e-6)  # padding changes nothing
 
 
 def toy_reviews(n, seed):

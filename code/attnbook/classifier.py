@@ -85,19 +85,21 @@ class SelfAttentionClassifier(nn.Module):
     """Embedding + positions -> one multi-head self-attention block -> masked mean -> logits.
 
     Padding (id ``pad_id``) is hidden from the attention (as keys) and from the pooling (as
-    queries), so appending padding to a text leaves its logits unchanged.
+    queries), so appending padding to a text leaves its logits unchanged. ``attention=False`` is the
+    ablation without attention: h_t = LayerNorm(x_t), the same network otherwise (weights is None).
 
     Shape:
         ids: (B, T) int64, T <= max_len -> logits (B, num_classes), weights (B, H, T, T).
     """
 
     def __init__(self, vocab_size: int, num_classes: int = 2, d_model: int = 64, num_heads: int = 4,
-                 max_len: int = 512, dropout: float = 0.1, attn_dropout: float = 0.0, pad_id: int = PAD_ID):
+                 max_len: int = 512, dropout: float = 0.1, attn_dropout: float = 0.0, pad_id: int = PAD_ID,
+                 attention: bool = True):
         super().__init__()
         self.pad_id, self.max_len = pad_id, max_len
         self.embed = nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
         self.register_buffer("pe", sinusoidal_encoding(max_len, d_model), persistent=False)  # (max_len, D)
-        self.attn = MultiHeadAttention(d_model, num_heads, attn_dropout)
+        self.attn = MultiHeadAttention(d_model, num_heads, attn_dropout) if attention else None
         self.norm = nn.LayerNorm(d_model)
         self.drop = nn.Dropout(dropout)
         self.head = nn.Linear(d_model, num_classes)
@@ -108,8 +110,11 @@ class SelfAttentionClassifier(nn.Module):
                              f"got {ids.dtype} {tuple(ids.shape)}")
         real = ids != self.pad_id                                   # (B, T)
         x = self.drop(self.embed(ids) + self.pe[: ids.size(1)])     # (B, T, D)
-        a, weights = self.attn(x, x, x, padding_to_attention_mask(real))  # keys masked: (B, 1, 1, T)
-        h = self.norm(x + self.drop(a))                             # residual + LayerNorm, (B, T, D)
+        if self.attn is None:                                       # ablation: each position on its own
+            h, weights = self.norm(x), None
+        else:
+            a, weights = self.attn(x, x, x, padding_to_attention_mask(real))  # keys masked: (B, 1, 1, T)
+            h = self.norm(x + self.drop(a))                         # residual + LayerNorm, (B, T, D)
         return self.head(self.drop(masked_mean(h, real))), weights  # (B, C), (B, H, T, T)
 
 
