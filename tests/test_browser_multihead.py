@@ -82,3 +82,60 @@ def test_head_browser_state_equals_a_fresh_minilm_run(browser, book_url):
         shipped = torch.tensor(state["weights"][s], dtype=torch.float64) / 1000
         assert (shipped - fresh).abs().max() <= 0.0005 + 1e-6
     assert errors == [] and foreign == []
+
+
+def test_overview_grid_opens_a_head_and_the_questions_check_it(browser, book_url):
+    """Click a map in the 6 x 12 overview: the heatmap shows that head; each question's button scores the
+    open head exactly as AttentionHeadBrowser.check_answer does."""
+    from attnbook import AttentionHeadBrowser
+    from attnbook.widgets.head_browser import SCALE
+
+    page, errors, foreign = visit(browser, f"{book_url}/chapters/multihead.html")
+    widget = page.locator('[data-widget="AttentionHeadBrowser"]').first
+    widget.scroll_into_view_if_needed()
+    state = _state(page, widget)
+    maps = [torch.tensor(w, dtype=torch.float64) / SCALE for w in state["weights"]]
+    py = AttentionHeadBrowser(state["sentences"], maps=(state["tokens"], maps))
+    assert [q[0] for q in state["questions"]] == ["previous", "next", "cls"]
+    overview = widget.locator("canvas.overview")
+    s = state["sentence"]
+    n = len(state["tokens"][s])
+
+    def click_map(layer, head, i=0, j=0):
+        """Click pixel (i, j) of map (layer, head) on the scaled canvas."""
+        scale = overview.bounding_box()["width"] / int(overview.get_attribute("width"))
+        x, y = 2 + head * (n + 2) + j + 0.5, 2 + layer * (n + 2) + i + 0.5   # canvas pixels
+        overview.click(position={"x": x * scale, "y": y * scale})           # scrolls it into view first
+        return x, y
+
+    def pixel(x, y):
+        return overview.evaluate("(c, [x, y]) => [...c.getContext('2d').getImageData(x, y, 1, 1).data].slice(0, 3)",
+                                 [int(x), int(y)])
+
+    before = overview.evaluate("c => c.toDataURL()")
+    for layer, head in [(3, 7), (5, 0), (0, 11)]:
+        x, y = click_map(layer, head, 2, 1)
+        assert overview.get_attribute("data-selected") == f"{layer},{head}"
+        readout = widget.locator(".attnbook-readout.which").inner_text()
+        assert f"{layer + 1}/6" in readout and f"{head + 1}/12" in readout
+        cells = widget.locator("rect.cell").evaluate_all("rs => rs.map(r => +r.dataset.w)")
+        torch.testing.assert_close(torch.tensor(cells, dtype=torch.float64).view(n, n), maps[s][layer, head],
+                                   rtol=0, atol=1e-12)                      # the clicked head is on display
+        fill = widget.locator("rect.cell").nth(2 * n + 1).get_attribute("fill")
+        assert f"rgb({','.join(map(str, pixel(x, y)))})" == fill            # its overview pixel = heatmap colour
+    assert overview.evaluate("c => c.toDataURL()") != before                # the selection frame moved
+
+    for q, (pattern, _, threshold) in enumerate(state["questions"]):
+        scores = py.pattern_scores(pattern)
+        for layer, head in [divmod(int(scores.argmax()), 12), divmod(int(scores.argmin()), 12)]:
+            click_map(layer, head)
+            py.layer, py.head = layer, head
+            widget.locator(".question button").nth(q).click()
+            result = widget.locator(".question .result").nth(q)
+            score, ok = py.check_answer(q)
+            assert float(result.get_attribute("data-score")) == pytest.approx(score, abs=1e-6)
+            assert result.get_attribute("data-ok") == str(ok).lower()
+            assert result.inner_text().startswith("✓" if ok else "✗")
+        assert float(scores.max()) >= threshold > float(scores.min())        # each question has an answer
+    page.close()
+    assert errors == [] and foreign == []

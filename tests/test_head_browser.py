@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
 from attnbook import AttentionHeadBrowser, MultiHeadAttention, padding_to_attention_mask
-from attnbook.widgets.head_browser import attention_maps
+from attnbook.widgets.head_browser import QUESTIONS, attention_maps, pattern_score
+from kernel_comm import LiveWidget
 
 SENTENCES = ["The cat sat on the mat.", "Time flies like an arrow!"]
 
@@ -82,3 +85,49 @@ def test_bad_arguments():
         AttentionHeadBrowser(["abc"], maps=([["a", "b", "c"]], maps[1]))
     w = AttentionHeadBrowser(["ab"], maps=maps)
     assert w.weights == [[[[[500, 500], [500, 500]], [[500, 500], [500, 500]]]]]
+
+
+def test_pattern_score_is_the_mean_weight_on_the_previous_next_or_first_key():
+    w = torch.softmax(torch.randn(2, 3, 7, 7, dtype=torch.float64), -1)      # (L, H, T, T)
+    loops = {"previous": lambda m: sum(m[i, i - 1] for i in range(1, 7)) / 6,
+             "next": lambda m: sum(m[i, i + 1] for i in range(6)) / 6,
+             "cls": lambda m: sum(m[i, 0] for i in range(7)) / 7}
+    for pattern, loop in loops.items():
+        expected = torch.tensor([[float(loop(w[l, h])) for h in range(3)] for l in range(2)], dtype=torch.float64)
+        torch.testing.assert_close(pattern_score(w, pattern), expected)
+    with pytest.raises(ValueError, match="pattern must be 'previous', 'next' or 'cls'"):
+        pattern_score(w, "sep")
+
+
+def test_every_guided_question_has_an_answer_among_minilm_heads(minilm):
+    """Fixed pretrained weights: each question's pattern, recomputed from the model's own maps, is met by
+    at least one head; check_answer agrees with the recomputation on every head."""
+    from attnbook.pretrained import encode
+
+    model, tokenizer = minilm
+    widget = AttentionHeadBrowser(SENTENCES, model, tokenizer)
+    enc = encode(model, tokenizer, SENTENCES, attentions=True)
+    fresh = [torch.stack([a[s, :, :len(t), :len(t)] for a in enc.attentions]).double()   # (6, 12, T, T)
+             for s, t in enumerate(enc.tokens)]
+    for q, (pattern, _, threshold) in enumerate(QUESTIONS):
+        reference = torch.stack([pattern_score(m, pattern) for m in fresh]).mean(0)       # (6, 12)
+        shipped = widget.pattern_scores(pattern)
+        assert (shipped - reference).abs().max() <= 0.0005 + 1e-9                          # 3-decimal rounding
+        assert int((shipped >= threshold).sum()) >= 1
+        for layer in range(6):
+            for head in range(12):
+                widget.layer, widget.head = layer, head
+                score, ok = widget.check_answer(q)
+                assert score == float(shipped[layer, head]) and ok == (score >= threshold)
+    with pytest.raises(ValueError, match=r"question must be an integer in \[0, 3\)"):
+        widget.check_answer(3)
+
+
+def test_live_kernel_sees_the_overview_clicks_and_answers():
+    maps = "([['a', 'b', 'c']], [torch.tensor([[[[1., 0, 0], [1, 0, 0], [0, 1, 0]], [[0, 1, 0], [0, 0, 1], [0, 0, 1]]]])])"
+    setup = f"import attnbook, json, torch\nw = attnbook.AttentionHeadBrowser(['abc'], maps={maps})"
+    with LiveWidget(setup) as live:
+        assert live.send({"head": 1}) == ["head"]               # a click on the grid, in the same layer
+        got = json.loads(live.run("print(json.dumps([w.check_answer(q) for q in range(3)]))"))
+        assert got == [[0.0, False], [1.0, True], [0.0, False]]            # next: w[0,1] = w[1,2] = 1
+        assert {"head": 0} in live.python_updates("w.head = 0")

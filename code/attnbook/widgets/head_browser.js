@@ -1,5 +1,6 @@
-// One attention head's weights as an SVG heatmap (queries ↓, keys →). Python shipped every
-// map (sentence × layer × head) as integer thousandths; this module picks one and draws it.
+// One attention head's weights as an SVG heatmap (queries ↓, keys →), above it an overview canvas
+// of every layer × head (click a map to open it), below it guided questions that score the open head.
+// Python shipped every map (sentence × layer × head) as integer thousandths.
 // svgEl comes from common.js, which StaticFallbackWidget prepends.
 const SCALE = 1000;
 // viridis at 0, 0.25, 0.5, 0.75, 1 (matplotlib's colour map, as the book's static figures use)
@@ -10,6 +11,32 @@ function viridis(x) {
   const i = Math.min(STOPS.length - 2, Math.floor(t)), f = t - i;
   const c = STOPS[i].map((a, j) => Math.round(a + f * (STOPS[i + 1][j] - a)));
   return `rgb(${c[0]},${c[1]},${c[2]})`;
+}
+
+function patternScore(w, pattern) {             // the mean of w[i][i-1], w[i][i+1] or w[i][0] (thousandths)
+  const n = w.length, picks = [];
+  for (let i = 0; i < n; i++) {
+    const j = pattern === "previous" ? i - 1 : pattern === "next" ? i + 1 : 0;
+    if (j >= 0 && j < n) picks.push(w[i][j] / SCALE);
+  }
+  return picks.reduce((a, b) => a + b, 0) / picks.length;
+}
+
+function drawOverview(canvas, maps, L, H, sel) {  // maps[l][h]: one pixel per weight, 2-pixel gaps
+  const n = maps[0][0].length, step = n + 2;
+  canvas.width = 2 + H * step;
+  canvas.height = 2 + L * step;
+  const ctx = canvas.getContext("2d"), img = ctx.createImageData(canvas.width, canvas.height);
+  img.data.fill(255);
+  for (let l = 0; l < L; l++) for (let h = 0; h < H; h++) for (let i = 0; i < n; i++) for (let j = 0; j < n; j++) {
+    const rgb = viridis(maps[l][h][i][j] / SCALE).match(/\d+/g).map(Number);
+    const k = 4 * ((2 + l * step + i) * canvas.width + 2 + h * step + j);
+    img.data.set([...rgb, 255], k);
+  }
+  ctx.putImageData(img, 0, 0);
+  ctx.strokeStyle = "#d62728";
+  ctx.lineWidth = 1;
+  ctx.strokeRect(2 + sel[1] * step - 0.5, 2 + sel[0] * step - 0.5, n + 1, n + 1);
 }
 
 function slider(label, n, cls) {
@@ -39,13 +66,44 @@ function render({ model, el }) {
   const info = document.createElement("div");
   info.className = "attnbook-readout cell";
   info.textContent = "把鼠标移到格子上查看权重";
+  const overview = Object.assign(document.createElement("canvas"), { className: "overview" });
+  overview.style.cssText = "width: 100%; image-rendering: pixelated; cursor: pointer";
+  overview.title = "每个小图是一层的一个头（行：层 1–6，列：头 1–12）；点击打开";
   const svg = svgEl("svg", { width: "100%", role: "img" });
-  el.append(pickRow, controls, svg, info);
+  const asks = model.get("questions").map(([pattern, text, threshold]) => {
+    const row = Object.assign(document.createElement("div"), { className: "question" });
+    const button = Object.assign(document.createElement("button"), { textContent: "检查当前的头" });
+    const result = Object.assign(document.createElement("span"), { className: "attnbook-readout result" });
+    row.append(`${text} `, button, " ", result);
+    button.addEventListener("click", () => {
+      const l = model.get("layer"), h = model.get("head");
+      const score = weights.reduce((a, ws) => a + patternScore(ws[l][h], pattern), 0) / weights.length;
+      const ok = score >= threshold;
+      result.textContent = `${ok ? "✓" : "✗"} 第 ${l + 1} 层第 ${h + 1} 个头：三句平均 ${score.toFixed(3)}` +
+        (ok ? ` ≥ ${threshold}` : ` < ${threshold}，再找找`);
+      Object.assign(result.dataset, { score, ok, layer: l, head: h });
+    });
+    return { row, result };
+  });
+  el.append(pickRow, controls, overview, svg, info, ...asks.map((a) => a.row));
+  overview.addEventListener("click", (e) => {
+    const box = overview.getBoundingClientRect(), step = tokens[model.get("sentence")].length + 2;
+    const x = ((e.clientX - box.left) * overview.width) / box.width - 2;
+    const y = ((e.clientY - box.top) * overview.height) / box.height - 2;
+    const h = Math.floor(x / step), l = Math.floor(y / step);
+    if (h < 0 || h >= H || l < 0 || l >= L) return;
+    model.set("layer", l);
+    model.set("head", h);
+    model.save_changes();
+  });
 
   function draw() {
     const s = model.get("sentence"), l = model.get("layer"), h = model.get("head");
     const toks = tokens[s], w = weights[s][l][h], n = toks.length;
     pick.value = s; layer.value = l; head.value = h;
+    drawOverview(overview, weights[s], L, H, [l, h]);
+    overview.dataset.selected = `${l},${h}`;
+    for (const a of asks) { a.result.textContent = ""; for (const k of Object.keys(a.result.dataset)) delete a.result.dataset[k]; }
     which.textContent = ` 第 ${l + 1}/${L} 层 · 第 ${h + 1}/${H} 个头`;
     const left = 78, top = 78, cell = Math.min(26, 330 / n), side = n * cell;
     const W = left + side + 60, Ht = top + side + 34;
