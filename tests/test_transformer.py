@@ -205,3 +205,99 @@ def test_bad_inputs():
         model(torch.ones(1, 9, dtype=torch.long), torch.ones(1, 2, dtype=torch.long))
     with pytest.raises(ValueError, match="int64"):
         model(torch.ones(1, 3), torch.ones(1, 2, dtype=torch.long))
+
+
+# ---------------------------------------------------------------- gaps found by mutation testing (make mutation)
+
+
+@pytest.mark.parametrize("num_kv_heads, rope_base", [(None, None), (1, None), (None, 100.0), (2, 100.0)])
+def test_decoder_only_layer_cached_steps_equal_the_causal_pass(num_kv_heads, rope_base):
+    # The layer attnbook.gpt stacks: GQA and/or RoPE self-attention, no cross-attention.
+    torch.manual_seed(4)
+    layer = DecoderLayer(D, H, FF, 0.25, cross_attention=False, num_kv_heads=num_kv_heads,
+                         rope_base=rope_base).double().eval()
+    sa = layer.self_attn
+    assert (sa.num_kv_heads, sa.rope_base, sa.dropout.p) == (num_kv_heads or H, rope_base, 0.25)
+    assert layer.ffn.dropout.p == 0.25 and layer.cross_attn is None
+    x = torch.randn(2, 6, D, dtype=torch.float64)
+    full, _, _ = layer(x, None, attnbook.causal_mask(6))
+    cache = attnbook.LayerCache()
+    steps = [layer(x[:, t:t + 1], None, cache=cache)[0] for t in range(6)]
+    torch.testing.assert_close(torch.cat(steps, 1), full, rtol=1e-10, atol=1e-12)
+
+
+def test_documented_defaults():
+    enc_layer = EncoderLayer(D, H, FF)  # dropout 0.1 everywhere, post-LN
+    assert enc_layer.norm_first is False and enc_layer.self_attn.dropout.p == enc_layer.ffn.dropout.p == 0.1
+    enc = Encoder(11, D, H, 1, FF)
+    assert isinstance(enc.final_norm, nn.Identity) and enc.embed.padding_idx == 0 and enc.pe.shape == (512, D)
+    assert "pe" not in enc.state_dict()  # recomputed, not saved in checkpoints
+    layer = DecoderLayer(D, H, FF)
+    assert layer.norm_first is False and layer.cross_attn.dropout.p == 0.1 and layer.ffn.dropout.p == 0.1
+    dec = attnbook.Decoder(11, D, H, 1, FF)  # dropout 0.1, post-LN, pad_id 0, max_len 512
+    assert dec.dropout.p == 0.1 and isinstance(dec.final_norm, nn.Identity)
+    assert dec.embed.padding_idx == 0 and dec.pe.shape == (512, D)
+    model = Transformer(11, 11, D, H, 1, FF)
+    assert model.norm_first is False and model.decoder.pe.shape == (512, D)
+
+
+def test_embedding_init_and_padding_row():
+    # N(0, 1/D) entries (so embedding * sqrt(D) has unit size), the pad row zero and never updated.
+    torch.manual_seed(5)
+    enc = Encoder(1000, 64, 4, 1, 32, pad_id=3).eval()
+    w = enc.embed.weight
+    assert enc.embed.padding_idx == 3 and (w[3] == 0).all()
+    assert 0.95 < float(w.detach().std()) * 64 ** 0.5 < 1.05  # 64,000 draws: the sample std spreads by 0.3 %
+    enc.embed_tokens(torch.tensor([[3, 5, 3]])).sum().backward()
+    assert (w.grad[3] == 0).all() and (w.grad[5] != 0).all()
+
+
+def test_stack_arguments_are_checked_and_named():
+    for args, kwargs, message in [((0, D, H, 1, FF), {}, "^vocab_size must be a positive integer"),
+                                  ((11, 0, H, 1, FF), {}, "^d_model must be a positive integer"),
+                                  ((11, D, H, 1, 0), {}, "^d_ff must be a positive integer"),
+                                  ((11, D, H, True, FF), {}, "^num_layers must be a positive integer, got True"),
+                                  ((11, D, H, 1, FF), {"max_len": 0}, "^max_len must be a positive integer")]:
+        with pytest.raises(ValueError, match=message):
+            Encoder(*args, **kwargs)
+    for kwargs, message in [({"num_heads": True}, "^num_heads must be a positive integer, got True"),
+                            ({"pad_id": True}, "^pad_id=True"),
+                            ({"pad_id": 5}, "^pad_id=5 must be a valid id of src_vocab_size=5"),
+                            ({"pad_id": 7, "src_vocab_size": 9}, "^pad_id=7 must be a valid id of tgt_vocab_size=5")]:
+        full = {"src_vocab_size": 5, "tgt_vocab_size": 5, "d_model": D, "num_heads": H, "num_layers": 1,
+                "d_ff": FF} | kwargs
+        with pytest.raises(ValueError, match=message):
+            Transformer(**full)
+    model = Transformer(10, 10, D, H, 1, FF, max_len=6).eval()
+    assert model(torch.ones(1, 6, dtype=torch.long), torch.ones(1, 6, dtype=torch.long)).shape == (1, 6, 10)
+    with pytest.raises(ValueError, match=r"^positions 0\.\.6 exceed max_len=6"):
+        model(torch.ones(1, 7, dtype=torch.long), torch.ones(1, 2, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"^src \(2,\) and tgt \(2, 3\)"):
+        model(torch.ones(2, dtype=torch.long), torch.ones(2, 3, dtype=torch.long))
+
+
+def test_decoder_self_attention_maps_are_causal():
+    model = _model(seed=10)
+    maps = model.attention_maps(torch.tensor([[3, 4, 5, 0]]), torch.tensor([[1, 2, 3]]))
+    assert set(maps) == {"encoder", "decoder_self", "cross"}
+    for w in maps["decoder_self"]:
+        assert w.shape == (1, H, 3, 3) and (w.triu(1) == 0).all()
+        torch.testing.assert_close(w.sum(-1), torch.ones_like(w.sum(-1)))
+
+
+def test_reorder_moves_the_cross_attention_keys_with_their_rows():
+    model = _model(seed=11)
+    memory, src_mask = model.encode(torch.tensor([[3, 4, 5], [6, 7, 8]]))
+    cache = model.new_cache()
+    model.decode(torch.tensor([[1], [1]]), memory, src_mask, cache)
+    before = [tuple(t.clone() for t in layer.memory_kv) for layer in cache.layers]
+    index = torch.tensor([1, 0])
+    cache.reorder(index)
+    for layer, (k, v) in zip(cache.layers, before):
+        assert torch.equal(layer.memory_kv[0], k[index]) and torch.equal(layer.memory_kv[1], v[index])
+
+
+def test_the_model_runs_on_the_inputs_device():
+    model = Transformer(11, 11, D, H, 1, FF, dropout=0.0).to("meta")  # meta stands in for CUDA
+    src = torch.ones(2, 5, dtype=torch.long, device="meta")
+    assert model(src, src).device.type == "meta"
