@@ -90,7 +90,7 @@ function render({ model, el }) {
     const text = [[`pair i = ${i}: θ_i = ${theta.toPrecision(4)} rad`, "currentColor"],
       [`q (blue) turned by mθ_i = ${(m * theta).toPrecision(4)}`, BLUE],
       [`k (orange) turned by nθ_i = ${(n * theta).toPrecision(4)}`, ORANGE],
-      [`extra angle between them: (n − m)θ_i = ${((n - m) * theta).toPrecision(4)}`, "currentColor"],
+      [`angle added: (n − m)θ_i = ${((n - m) * theta).toPrecision(4)}`, "currentColor"],
       [`this pair's share: ${pairScore.toFixed(4)}`, "currentColor"],
       [`score q·k over all pairs: ${score.toFixed(4)}`, "currentColor"],
       ["dashed: before rotation", "#888"]];
