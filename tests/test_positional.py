@@ -457,3 +457,92 @@ def test_attention_with_bias_fully_masked_row_is_zero_and_bad_bias_raises():
         attention_with_bias(q, k, v, torch.zeros(4, 4, dtype=F64))
     with pytest.raises(ValueError, match=r"bias of shape \(3, 2\) does not broadcast"):
         attention_with_bias(q, k, v, torch.zeros(3, 2, dtype=F64))
+
+
+# ---------------------------------------------------------------- gaps found by mutation testing (make mutation)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: attnbook.sinusoidal_frequencies(0), "^d_model must be an integer >= 1, got 0"),
+    (lambda: sinusoidal_encoding(-1, 4), "^max_len must be an integer >= 0"),
+    (lambda: sinusoidal_encoding_loop(-1, 4), "^max_len must be an integer >= 0"),
+    (lambda: sinusoidal_encoding_loop(2, 0), "^d_model must be an integer >= 1"),
+    (lambda: sinusoidal_shift_matrix(1, 0), "^d_model must be an integer >= 2"),
+    (lambda: sinusoidal_shift_matrix(1, 5), r"so no linear map sends PE\(pos\) to PE\(pos \+ k\)$"),
+    (lambda: SinusoidalPositionalEncoding(0), "^d_model must be an integer >= 1"),
+    (lambda: LearnedPositionalEmbedding(0, 4), "^max_len must be an integer >= 1"),
+    (lambda: LearnedPositionalEmbedding(4, 0), "^d_model must be an integer >= 1"),
+    (lambda: LearnedPositionalEmbedding(4, 3)(torch.zeros(3)), r"^x of shape \(3,\) must be \(\.\.\., T, 3\)"),
+    (lambda: sinusoidal_encoding_at([0, 1], 4), "^positions must be a torch.Tensor, got list"),
+    (lambda: attnbook.sinusoidal_frequencies(4, True), "^base must be a finite number > 1"),
+    (lambda: attnbook.sinusoidal_frequencies(4, "10"), "^base must be a finite number > 1"),
+    (lambda: apply_rotary([[0.0, 1.0]]), "got list"),
+    (lambda: apply_rotary(torch.zeros(2, 4, dtype=torch.int64)), r"got \(2, 4\)"),
+    (lambda: apply_rotary(torch.zeros(2, 4), [0, 1]), "^positions of shape list"),
+    (lambda: apply_rotary(torch.zeros(2, 4), torch.tensor(1)), r"^positions of shape \(\) must end in T=2"),
+])
+def test_bad_arguments_are_named(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_smallest_valid_sizes_and_bases():
+    assert LearnedPositionalEmbedding(1, 1)(torch.zeros(1, 1)).shape == (1, 1)
+    assert SinusoidalPositionalEncoding(1)(torch.zeros(3, 1)).shape == (3, 1)
+    assert sinusoidal_encoding_loop(0, 1).shape == (0, 1)
+    # Any base > 1: w_i = base^(-2i/d) in closed form, and the shift matrix for that base.
+    torch.testing.assert_close(attnbook.sinusoidal_frequencies(4, 1.5), torch.tensor([1.0, 1.5 ** -0.5], dtype=F64))
+    M = sinusoidal_shift_matrix(3, 6, base=100.0)
+    pe = sinusoidal_encoding(10, 6, base=100.0, dtype=F64)
+    torch.testing.assert_close(pe[:-3] @ M.T, pe[3:])
+
+
+def test_defaults_are_base_10000_in_every_form():
+    torch.testing.assert_close(attnbook.sinusoidal_frequencies(6), 10000.0 ** -(torch.arange(0, 6, 2, dtype=F64) / 6))
+    torch.testing.assert_close(sinusoidal_encoding_loop(200, 5), sinusoidal_encoding(200, 5))  # pos * w grows
+    assert sinusoidal_shift_matrix(1, 4, dtype=torch.float32).dtype == torch.float32
+
+
+def test_modules_accept_2d_inputs_and_use_their_base_and_dtype():
+    x = torch.randn(5, 6, dtype=F64)
+    out = SinusoidalPositionalEncoding(6, base=100.0)(x)
+    assert torch.equal(out, x + sinusoidal_encoding(5, 6, base=100.0, dtype=F64))
+    learned = LearnedPositionalEmbedding(8, 6).double()
+    assert torch.equal(learned(x), x + learned.weight[:5])
+
+
+def test_learned_table_starts_small():
+    torch.manual_seed(6)
+    w = LearnedPositionalEmbedding(512, 64).weight.detach()
+    assert 0.95 < float(w.std()) / 0.02 < 1.05  # init_std 0.02 (GPT-2); 32,768 draws spread by 0.4 %
+
+
+def test_encoding_at_batched_positions_equals_each_row():
+    positions = torch.tensor([[0.0, 1.5, 7.0], [3.0, -2.0, 100.0]], dtype=F64)
+    pe = sinusoidal_encoding_at(positions, 6)
+    assert pe.shape == (2, 3, 6)
+    for row in range(2):
+        torch.testing.assert_close(pe[row], sinusoidal_encoding_at(positions[row], 6))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_rotary_computes_in_its_documented_precision(dtype):
+    # Angles in float64; the rotation itself in x's dtype (float32 for half precision), rounded once.
+    x = torch.randn(3, 16, 32, generator=gen(40)).to(dtype)
+    work = torch.float32 if dtype != torch.float32 else dtype
+    angle = torch.arange(16, dtype=F64)[:, None] * attnbook.sinusoidal_frequencies(32)
+    cos, sin = torch.cos(angle).to(work), torch.sin(angle).to(work)
+    x0, x1 = x.to(work)[..., 0::2], x.to(work)[..., 1::2]
+    ref = torch.stack([x0 * cos - x1 * sin, x0 * sin + x1 * cos], -1).flatten(-2).to(dtype)
+    assert torch.equal(apply_rotary(x), ref)
+
+
+def test_positional_functions_build_on_the_requested_device():
+    # meta stands in for CUDA: a helper tensor made on the CPU would not mix with it.
+    x = torch.zeros(2, 5, 8, device="meta")
+    assert apply_rotary(x).device.type == apply_rotary(x, torch.arange(5)).device.type == "meta"
+    assert sinusoidal_encoding_at(torch.arange(5, device="meta"), 8).device.type == "meta"
+    assert sinusoidal_encoding(5, 8, device="meta").device.type == "meta"
+    assert attnbook.sinusoidal_frequencies(8, device="meta").device.type == "meta"
+    assert sinusoidal_shift_matrix(1, 8, device="meta").device.type == "meta"
+    assert SinusoidalPositionalEncoding(8)(x).device.type == "meta"
