@@ -34,13 +34,18 @@ class GalleryDirective(SphinxDirective):
         return [GalleryNode()]
 
 
-def _section(node: nodes.Node) -> tuple[str, str]:
-    """(anchor id, title) of the innermost section holding ``node``."""
+def _section(node: nodes.Node) -> tuple[str, list[tuple[str, str]]]:
+    """(anchor id, title) of the innermost section holding ``node``; the title as (kind, text) parts, where
+    kind "math" keeps inline maths as TeX for MathJax (astext() alone would show the reader \\sqrt{d_k})."""
     while node is not None and not isinstance(node, nodes.section):
         node = node.parent
     if node is None:
-        return "", ""
-    return node["ids"][0], node[0].astext()
+        return "", []
+    return node["ids"][0], [("math" if isinstance(part, nodes.math) else "text", part.astext()) for part in node[0]]
+
+
+def _title_nodes(parts: list[tuple[str, str]]) -> list[nodes.Node]:
+    return [nodes.math(text=text) if kind == "math" else nodes.Text(text) for kind, text in parts]
 
 
 def collect(app, doctree: nodes.document) -> None:
@@ -58,6 +63,8 @@ def collect(app, doctree: nodes.document) -> None:
     if not hasattr(env, "attnbook_gallery"):
         env.attnbook_gallery = {}
     env.attnbook_gallery[env.docname] = items
+    if any(doctree.findall(GalleryNode)):   # section titles with maths appear there: load MathJax on the page
+        env.get_domain("math").data["has_equations"][env.docname] = True
 
 
 def purge(app, env, docname):
@@ -101,15 +108,15 @@ class GalleryPostTransform(SphinxPostTransform):
                     anchor, section = w["section"]
                     bullets += nodes.list_item("", nodes.paragraph(
                         "", "", nodes.Text("控件 "), nodes.literal(text=w["name"]), nodes.Text("：见 "),
-                        self.link(docname, anchor, nodes.Text(f"§ {section}"))))
+                        self.link(docname, anchor, nodes.Text("§ "), *_title_nodes(section))))
                 out.append(bullets)
             grid = nodes.container(classes=["attnbook-gallery-grid"])
             for k, f in enumerate(figures, 1):
                 anchor, section = f["section"]
                 image = nodes.image(uri=f["uri"], candidates={"*": f["uri"]}, alt=f"{title}，图 {k}")
                 grid += nodes.container("", nodes.paragraph("", "", self.link(docname, anchor, image)),
-                                        nodes.paragraph("", "", self.link(docname, anchor,
-                                                                          nodes.Text(f"图 {k} · {section}"))))
+                                        nodes.paragraph("", "", self.link(docname, anchor, nodes.Text(f"图 {k} · "),
+                                                                          *_title_nodes(section))))
             if figures:
                 out.append(grid)
         return out
@@ -123,4 +130,4 @@ def setup(app):
     app.connect("env-purge-doc", purge)
     app.connect("env-merge-info", merge)
     app.setup_extension("generated_pages")   # re-read this page on every build
-    return {"parallel_read_safe": True, "parallel_write_safe": True, "env_version": 1}
+    return {"parallel_read_safe": True, "parallel_write_safe": True, "env_version": 2}
