@@ -126,6 +126,16 @@ def test_gallery_lists_every_figure_and_widget_with_a_working_link(built_html):
             assert f'id="{anchor}"' in target.read_text(encoding="utf-8"), href
 
 
+def test_errata_counts_shown_are_the_entries_and_boxes_of_the_built_book(built_html):
+    errata = (built_html / "chapters" / "errata.html").read_text(encoding="utf-8")
+    entries = len(set(re.findall(r'id="(erratum-[\w-]+)"', errata)))   # a section's id, or a span's when Sphinx slugs the title
+    boxes = sum(len(re.findall(r'<div class="[^"]*\bwarning dropdown\b[^"]*"[^>]*>\s*<p class="admonition-title">勘误（',
+                               page.read_text(encoding="utf-8"))) for page in chapter_pages(built_html))
+    assert entries > 20 and boxes > 20
+    assert f"本附录共 {entries} 条，正文中共有 {boxes} 个勘误框" in errata
+    assert f"原始资料中的 {entries} 处错误" in (built_html / "chapters" / "index.html").read_text(encoding="utf-8")
+
+
 def test_no_control_characters_in_chapter_sources():
     """A lost backslash turns $\\tau$ or $\\text$ into a TAB (\\b, \\f likewise) and MathJax renders it silently wrong."""
     bad = {p.name: sorted({hex(ord(c)) for c in p.read_text(encoding="utf-8") if c in "\t\b\f\v\r"})

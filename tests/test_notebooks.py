@@ -16,6 +16,7 @@ import yaml
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "code" / "booktools"))
+import errata_count  # noqa: E402
 import notebooks  # noqa: E402
 import run_notebooks  # noqa: E402
 
@@ -66,7 +67,7 @@ def test_install_cell_pins_attnbook_ref_when_set(monkeypatch):
 def test_markdown_has_no_sphinx_only_syntax_left(chapter):
     nb = nbformat.read(_generated(chapter), as_version=4)
     text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
-    for token in ("{glue", "{exercise}", "{solution}", "{literalinclude}", "{cite}", ":::{", "{ref}"):
+    for token in ("{glue", "{exercise}", "{solution}", "{literalinclude}", "{cite}", ":::{", "{ref}", "{{", "](#"):
         assert token not in text, token
 
 
@@ -87,6 +88,13 @@ def test_directives_and_roles_become_plain_markdown():
     assert "<details><summary>解答</summary>" in out and "`p_max`" in out
     assert "> **勘误**" in out and "> 原文有误。" in out
     assert ":label:" not in out and ":class:" not in out
+
+
+def test_substitutions_and_section_links_become_plain_text():
+    text = "本附录共 {{ errata_count }} 条，见 [为什么要除以 $\\sqrt{d_k}$](#scaled-attention-why-scale)。"
+    out = notebooks.to_plain_markdown(text, ROOT / "chapters" / "errata.md")
+    entries = len(errata_count.entry_labels(ROOT / "chapters"))
+    assert entries > 20 and out == f"本附录共 {entries} 条，见 为什么要除以 $\\sqrt{{d_k}}$。"
 
 
 def test_comparison_ignores_where_the_kernel_split_a_stream_but_not_its_content():

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import os
 import re
 import subprocess
@@ -19,6 +20,8 @@ from pathlib import Path
 import jupytext
 import nbformat
 import yaml
+
+from errata_count import substitutions
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -51,6 +54,9 @@ def book_ref(root: Path = ROOT) -> str:
 FENCE = re.compile(r"^(?P<fence>:{3,}|`{3,})\{(?P<name>[\w:-]+)\}(?P<arg>[^\n]*)\n(?P<body>.*?)^(?P=fence)[ \t]*$",
                    re.M | re.S)
 ROLE = re.compile(r"\{(?P<role>[\w:-]+)\}`(?P<text>[^`]*)`")
+SUBSTITUTION = re.compile(r"\{\{\s*(\w+)\s*\}\}")       # {{ errata_count }}: a MyST substitution
+LOCAL_LINK = re.compile(r"\[(?P<text>[^\]]+)\]\(#[^)]*\)")  # [text](#label): a cross-reference, kept as its text
+_substitutions = functools.lru_cache(substitutions)   # the counts read every chapter: once per run is enough
 
 
 def chapter_sources(root: Path = ROOT) -> list[Path]:
@@ -115,7 +121,9 @@ def to_plain_markdown(text: str, chapter: Path) -> str:
             return f"${t}$"
         return re.sub(r"\s*<[^>]*>$", "", t)  # {term}`注意力 <attention>` -> 注意力
 
-    return ROLE.sub(role, FENCE.sub(directive, text))
+    subs = _substitutions(chapter.parent)
+    text = SUBSTITUTION.sub(lambda m: subs.get(m[1], m[0]), FENCE.sub(directive, text))
+    return LOCAL_LINK.sub(r"\g<text>", ROLE.sub(role, text))
 
 
 def to_notebook(chapter: Path, repo_url: str, ref: str) -> nbformat.NotebookNode:
