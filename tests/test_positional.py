@@ -546,3 +546,91 @@ def test_positional_functions_build_on_the_requested_device():
     assert attnbook.sinusoidal_frequencies(8, device="meta").device.type == "meta"
     assert sinusoidal_shift_matrix(1, 8, device="meta").device.type == "meta"
     assert SinusoidalPositionalEncoding(8)(x).device.type == "meta"
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: relative_positions(-1), "^tq must be an integer >= 0"),
+    (lambda: relative_positions(2, -1), "^tk must be an integer >= 0"),
+    (lambda: clipped_relative_index(2, 3, -1), "^max_distance must be an integer >= 0"),
+    (lambda: alibi_slopes(0), "^num_heads must be an integer >= 1"),
+    (lambda: ShawRelativeKeys(-1, 4), "^max_distance must be an integer >= 0"),
+    (lambda: ShawRelativeKeys(2, 0), "^head_dim must be an integer >= 1"),
+    (lambda: T5RelativeBias(0), "^num_heads must be an integer >= 1"),
+    (lambda: t5_relative_position_bucket(torch.zeros(2, dtype=torch.long), True, 3),
+     "^num_buckets must be an integer >= 4"),
+    (lambda: t5_relative_position_bucket(torch.zeros(2, dtype=torch.long), False, 1),
+     "^num_buckets must be an integer >= 2"),
+    (lambda: t5_relative_position_bucket(torch.zeros(2), True), "got torch.float32$"),
+    (lambda: t5_relative_position_bucket([0, 1], True), "got list$"),
+    (lambda: attention_with_bias(torch.zeros(4, 8), torch.zeros(6, 5), torch.zeros(6, 3), torch.zeros(4, 6)),
+     r"^q \(4, 8\), k \(6, 5\), v \(6, 3\): need q, k with the same D and k, v with the same Tk$"),
+    (lambda: attention_with_bias(torch.zeros(4, 8), torch.zeros(6, 8), torch.zeros(6, 3), torch.zeros(4, 5)),
+     r"^bias of shape \(4, 5\) does not broadcast to scores \(\.\.\., 4, 6\)$"),
+    (lambda: shaw_scores(torch.zeros(2, 3, 4), torch.zeros(2, 5, 4), torch.zeros(3, 4, 4)),
+     r"\(Tq, Tk, D\) = \(3, 5, 4\), got \(3, 4, 4\)$"),
+    (lambda: transformer_xl_score_terms(torch.zeros(2, 3, 4), torch.zeros(2, 5, 4), torch.zeros(3, 4, 4),
+                                        torch.zeros(4), torch.zeros(4)),
+     r"^q \(2, 3, 4\), k \(2, 5, 4\) need r of shape \(Tq, Tk, D\) = \(3, 5, 4\), got \(3, 4, 4\)$"),
+])
+def test_relative_position_arguments_are_named(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_relative_positions_edge_sizes_and_defaults():
+    assert torch.equal(relative_positions(3), relative_positions(3, 3))
+    assert relative_positions(0, 2).shape == (0, 2) and relative_positions(2, 0).shape == (2, 0)
+    assert torch.equal(clipped_relative_index(2, 3, 0), torch.zeros(2, 3, dtype=torch.long))
+    shaw = ShawRelativeKeys(0, 1)  # K = 0: one shared vector; the smallest head
+    assert shaw.weight.shape == (1, 1) and ShawRelativeKeys(3, 4).weight.shape == (7, 4)
+    bucket = t5_relative_position_bucket(torch.arange(-3, 4), False, 2, 4)  # smallest causal table
+    assert int(bucket.max()) < 2
+    assert t5_relative_position_bucket(torch.arange(-3, 4), True, 4, 4).max() < 4
+    t5 = T5RelativeBias(1)
+    assert (t5.bidirectional, t5.num_buckets, t5.max_distance) == (True, 32, 128)
+    torch.manual_seed(7)
+    w = ShawRelativeKeys(500, 64).weight.detach()
+    assert 0.95 < float(w.std()) / 0.02 < 1.05  # 64,064 draws spread by 0.3 %
+
+
+def test_alibi_bias_rectangular_and_in_the_requested_dtype():
+    bias = alibi_bias(4, 3, 5, dtype=torch.float32)
+    assert bias.shape == (4, 3, 5) and bias.dtype == torch.float32
+    ref = -alibi_slopes(4).view(4, 1, 1) * relative_positions(3, 5).abs()
+    torch.testing.assert_close(bias, ref.float())
+
+
+def test_scale_is_used_and_3d_inputs_work():
+    g = gen(41)
+    q, k, v = torch.randn(2, 3, 4, generator=g, dtype=F64), torch.randn(2, 5, 4, generator=g, dtype=F64), \
+        torch.randn(2, 5, 2, generator=g, dtype=F64)
+    rel = torch.randn(3, 5, 4, generator=g, dtype=F64)
+    out, w = attention_with_bias(q, k, v, torch.zeros(3, 5, dtype=F64), scale=0.3)  # not 1/sqrt(4)
+    ref, ref_w = attnbook.scaled_dot_product_attention(q, k, v, scale=0.3)
+    torch.testing.assert_close(out, ref)
+    expected = (q @ k.transpose(-2, -1) + torch.einsum("bid,ijd->bij", q, rel)) * 0.3
+    torch.testing.assert_close(shaw_scores(q, k, rel, scale=0.3), expected)
+    torch.testing.assert_close(shaw_scores(q[0], k[0], rel, scale=0.3), expected[0])  # 2-D q, k
+
+
+@pytest.mark.parametrize("u_shape", [(4,), (1, 4)])
+def test_transformer_xl_terms_with_unbatched_and_batched_queries(u_shape):
+    g = gen(42)
+    q, k = torch.randn(2, 3, 4, generator=g, dtype=F64), torch.randn(2, 5, 4, generator=g, dtype=F64)
+    r = torch.randn(3, 5, 4, generator=g, dtype=F64)
+    u, v = torch.randn(u_shape, generator=g, dtype=F64), torch.randn(u_shape, generator=g, dtype=F64)
+    for qq, kk in [(q, k), (q[0], k[0])]:
+        a, b, c, d = transformer_xl_score_terms(qq, kk, r, u, v)
+        uu, vv = u.reshape(4), v.reshape(4)
+        for term, ref in [(a, qq @ kk.transpose(-2, -1)), (b, torch.einsum("...id,ijd->...ij", qq, r)),
+                          (c, (kk @ uu).unsqueeze(-2).expand_as(a)), (d, (r @ vv).expand_as(a))]:
+            assert term.shape == qq.shape[:-1] + (5,)
+            torch.testing.assert_close(term, ref)
+
+
+def test_relative_position_builds_on_the_requested_device():
+    assert relative_positions(3, 4, device="meta").device.type == "meta"  # meta stands in for CUDA
+    assert clipped_relative_index(3, 4, 2, device="meta").device.type == "meta"
+    assert alibi_bias(2, 3, 4, device="meta").device.type == "meta"
+    assert ShawRelativeKeys(2, 4).to("meta")(3, 4).device.type == "meta"
+    assert T5RelativeBias(2).to("meta")(3, 4).device.type == "meta"
