@@ -159,3 +159,31 @@ def test_bad_inputs():
         beam_search(model, _src(), 0, 5)
     with pytest.raises(ValueError, match="must be distinct"):
         beam_search(model, _src(), 2, 5, bos_id=2, eos_id=2)
+
+
+# ---------------------------------------------------------------- gaps found by mutation testing (make mutation)
+
+
+def test_bad_sources_and_lengths_are_named():
+    model = _model()
+    for src, got in [(torch.zeros(2, 3), r"torch.float32 \(2, 3\)"), ([[3, 4]], "list"),
+                     (torch.zeros(1, 0, dtype=torch.long), r"torch.int64 \(1, 0\)")]:
+        with pytest.raises(ValueError, match=f"^src must be a \\(B, S\\) int64 tensor with S >= 1, got {got}"):
+            greedy_decode(model, src, 5)
+    with pytest.raises(ValueError, match="^max_len must be a positive integer, got True"):
+        greedy_decode(model, _src(), True)
+    tokens, logits = greedy_decode(model, torch.tensor([[5]]), 1)  # the shortest source and output
+    assert tokens.shape == (1, 1) and logits.shape == (1, 1, 9)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_next_log_probs_in_float32_or_better_without_touching_the_logits(dtype):
+    from attnbook.decoding import _next_log_probs
+
+    logits = torch.randn(3, 7, generator=torch.Generator().manual_seed(2)).to(dtype)
+    before = logits.clone()
+    lp = _next_log_probs(logits, 1, 0)
+    assert torch.equal(logits, before) and lp.dtype == torch.float32
+    ref = logits.float()
+    ref[:, [1, 0]] = float("-inf")
+    torch.testing.assert_close(lp, torch.log_softmax(ref, -1))

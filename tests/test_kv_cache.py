@@ -91,3 +91,65 @@ def test_bad_input():
         cache.reorder(torch.tensor([0, 2]))
     with pytest.raises(ValueError, match=r"index must be a 1-D int64 tensor, got torch.float32 \(2,\)"):
         cache.reorder(torch.tensor([0.0, 1.0]))
+
+
+# ---------------------------------------------------------------- gaps found by mutation testing (make mutation)
+
+
+def test_bad_arguments_are_named():
+    k, q, v = _seq(b=1, h=2, t=3, d=4, dv=5)
+    for kwargs_max_len, message in [(True, "^max_len must be a positive integer or None, got True"),
+                                    (0, "^max_len must be")]:
+        with pytest.raises(ValueError, match=message):
+            KVCache(kwargs_max_len)
+    cache = KVCache()
+    for args, message in [((k.tolist(), v), "^k must be a floating-point \\(B, H, Tn, D\\) tensor, got list"),
+                          ((k, v.long()), r"^v must be .* got torch.int64 tensor of shape \(1, 2, 3, 5\)"),
+                          ((k, v.float()), r"must agree in \(B, H, Tn\), dtype and device"),
+                          ((k, v[:, :, :2]), r"^k \(1, 2, 3, 4\) and v \(1, 2, 2, 5\) must agree in \(B, H, Tn\)")]:
+        with pytest.raises(ValueError, match=message):
+            cache.append(*args)
+    cache.append(k, v)
+    for args in [(k[..., :3], v), (k, v[..., :4]), (k.float(), v.float())]:  # D, Dv, dtype differ
+        with pytest.raises(ValueError, match=r"do not match the cache's \(B, H, T, D\) = \(1, 2, 3, 4\), Dv = 5"):
+            cache.append(*args)
+    for index, got in [([0], "list"), (torch.tensor([0.0, 1.0]), r"torch.float32 \(2,\)")]:
+        with pytest.raises(ValueError, match=f"^index must be a 1-D int64 tensor, got {got}"):
+            cache.reorder(index)
+    with pytest.raises(ValueError, match=r"^q list must have the shape of the new keys \(1, 2, 3, 4\)"):
+        KVCache().attend(q.tolist(), k, v)
+    with pytest.raises(ValueError, match=r"^q \(1, 2, 3, 4\) must have the shape of the new keys \(\)"):
+        KVCache().attend(q, k.tolist(), v)
+
+
+def test_one_token_cache_and_capacity_doubling():
+    k, _, v = _seq(b=1, h=1, t=40, d=2, dv=2)
+    one = KVCache(1)
+    one.append(k[:, :, :1], v[:, :, :1])
+    assert len(one) == 1
+    # Without max_len the buffer starts at max(need, 16) and doubles: amortised O(1) copying per token.
+    cache, capacities = KVCache(), []
+    for t in range(40):
+        cache.append(k[:, :, t:t + 1], v[:, :, t:t + 1])
+        capacities.append(cache._k.size(2))
+    assert sorted(set(capacities)) == [16, 32, 64] and capacities.index(32) == 16
+    big = KVCache()
+    big.append(k[:, :, :20], v[:, :, :20])
+    assert big._k.size(2) == 20
+    big.append(k[:, :, 20:21], v[:, :, 20:21])
+    assert big._k.size(2) == 40
+
+
+def test_attend_chunks_with_one_feature_and_a_given_scale():
+    q, k, v = _seq(b=1, h=2, t=6, d=1, dv=3)
+    out, _ = KVCache().attend(q, k, v, scale=0.3)
+    mask = torch.ones(6, 6, dtype=torch.bool).tril()
+    ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=0.3)
+    torch.testing.assert_close(out, ref)
+
+
+def test_attend_builds_its_mask_on_the_inputs_device():
+    q = torch.randn(1, 2, 3, 4, device="meta")  # meta stands in for CUDA
+    cache = KVCache()
+    cache.attend(q[:, :, :1], q[:, :, :1], q[:, :, :1])
+    assert cache.attend(q, q, q)[0].device.type == "meta"
