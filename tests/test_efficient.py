@@ -272,3 +272,88 @@ def test_time_interleaved_calls_each_function_round_robin():
     times = attnbook.time_interleaved({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")},
                                       repeats=3, warmup=1)
     assert calls == ["a", "b"] * 4 and all(len(t) == 3 and min(t) >= 0 for t in times.values())
+
+
+# ---------------------------------------------------------------- gaps found by mutation testing (make mutation)
+
+
+def test_half_precision_keeps_its_statistics_in_float32():
+    # 1024 keys in float16: a running sum kept in float16 drifts by ~1e-2; in float32 the error stays at
+    # the float16 rounding of p and of the output (at most 9e-4 here over seeds 0-2).
+    g = torch.Generator().manual_seed(3)
+    q, k, v = torch.randn(2, 4, 64, 16, generator=g), torch.randn(2, 4, 1024, 16, generator=g), \
+        torch.randn(2, 4, 1024, 16, generator=g)
+    ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double())
+    out = tiled_attention(q.half(), k.half(), v.half(), block_size=64)
+    assert out.dtype == torch.float16
+    torch.testing.assert_close(out.double(), ref, rtol=0, atol=2e-3)
+
+
+def test_block_size_one_and_queries_of_very_different_scale():
+    q, k, v = _qkv((2,), 5, 7, dtype=torch.float64)
+    ref, _ = scaled_dot_product_attention(q, k, v)
+    torch.testing.assert_close(tiled_attention(q, k, v, block_size=1), ref, **F64)
+    q = q.clone()
+    q[1] *= 1000  # scores near 1e3 in batch 1 only: each row must be shifted by its own max
+    ref, _ = scaled_dot_product_attention(q, k, v)
+    torch.testing.assert_close(tiled_attention(q, k, v, block_size=2), ref, **F64)
+
+
+def test_documented_defaults_and_scales():
+    q, k, v = _qkv((2,), 6, 6, dtype=torch.float64, grad=True)
+    ref, _ = scaled_dot_product_attention(q, k, v)                  # non-causal by default
+    torch.testing.assert_close(tiled_attention_recompute(q, k, v), ref, **F64)
+    ref3, _ = scaled_dot_product_attention(q, k, v, scale=0.3)
+    torch.testing.assert_close(tiled_attention_recompute(q, k, v, scale=0.3), ref3, **F64)
+    g = torch.randn_like(ref3)
+    grads = torch.autograd.grad(tiled_attention_recompute(q, k, v, scale=0.3), (q, k, v), g)
+    for a, b in zip(grads, torch.autograd.grad(ref3, (q, k, v), g)):
+        torch.testing.assert_close(a, b, **F64)
+    strided, _ = scaled_dot_product_attention(q, k, v, strided_mask(6, 2, True), scale=0.3)
+    torch.testing.assert_close(strided_attention(q, k, v, 2, scale=0.3), strided)  # causal by default
+    assert torch.equal(sliding_window_mask(5, 2), _pair_mask(5, 5, True, 2))
+    assert torch.equal(strided_mask(5, 2), strided_mask(5, 2, True))
+    torch.testing.assert_close(strided_attention(q[0], k[0], v[0], 2, causal=False),  # 2-D inputs
+                               scaled_dot_product_attention(q[0], k[0], v[0], strided_mask(6, 2, False))[0])
+
+
+def test_online_softmax_of_one_entry_and_bad_shapes():
+    torch.testing.assert_close(online_softmax(torch.tensor([3.0])), torch.tensor([1.0]))
+    for x, message in [(torch.tensor(1.0), r"got torch.float32 tensor of shape \(\)"),
+                       (torch.zeros(2, 0), r"got torch.float32 tensor of shape \(2, 0\)"), ([1.0], "got list$")]:
+        with pytest.raises(ValueError, match=message):
+            online_softmax(x)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda q, k, v: tiled_attention(q.tolist(), k, v),
+     r"^q must be a floating-point tensor \(\.\.\., T, D\), got list"),
+    (lambda q, k, v: tiled_attention(q, k.long(), v), r"^k must be .* got torch.int64 tensor of shape \(2, 5, 4\)"),
+    (lambda q, k, v: tiled_attention(q, k, v[0]), r"^v must be|batch dimensions"),
+    (lambda q, k, v: tiled_attention(q, k, v.tolist()), "^v must be a floating-point tensor .* got list"),
+    (lambda q, k, v: tiled_attention(q[..., :0], k[..., :0], v), r"^q \(2, 3, 0\) and k \(2, 5, 0\): need D >= 1"),
+    (lambda q, k, v: tiled_attention(q, k[:, :0], v[:, :0]), r"need D >= 1 and Tk >= 1$"),
+    (lambda q, k, v: tiled_attention(q, k, v, scale=True), "^scale must be a finite number > 0, got True"),
+    (lambda q, k, v: tiled_attention(q, k, v, scale=0), "^scale must be a finite number > 0, got 0"),
+    (lambda q, k, v: strided_attention(q, k, v, 0), "^stride must be a positive integer, got 0"),
+    (lambda q, k, v: strided_mask(4, 0), "^stride must be a positive integer, got 0"),
+    (lambda q, k, v: strided_mask(4, True), "^stride must be a positive integer, got True"),
+    (lambda q, k, v: strided_mask(True, 2), "^n must be a non-negative integer, got True"),
+])
+def test_efficient_bad_arguments_are_named(call, message):
+    q, k, v = _qkv((2,), 3, 5, d=4, dv=2)
+    with pytest.raises(ValueError, match=message):
+        call(q, k, v)
+
+
+def test_one_feature_and_one_key_are_valid():
+    q, k, v = _qkv((2,), 3, 1, d=1, dv=2, dtype=torch.float64)
+    torch.testing.assert_close(tiled_attention(q, k, v), scaled_dot_product_attention(q, k, v)[0], **F64)
+
+
+def test_efficient_masks_and_tiles_on_the_inputs_device():
+    q = torch.randn(2, 6, 4, device="meta")  # meta stands in for CUDA
+    assert sliding_window_mask(5, 2, device="meta").device.type == "meta"
+    assert strided_mask(5, 2, device="meta").device.type == "meta"
+    assert tiled_attention(q, q, q, block_size=4, causal=True, window=3).device.type == "meta"
+    assert strided_attention(q, q, q, 2).device.type == "meta"
