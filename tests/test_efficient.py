@@ -277,9 +277,9 @@ def test_time_interleaved_calls_each_function_round_robin():
 # ---------------------------------------------------------------- gaps found by mutation testing (make mutation)
 
 
-def test_half_precision_keeps_its_statistics_in_float32():
-    # 1024 keys in float16: a running sum kept in float16 drifts by ~1e-2; in float32 the error stays at
-    # the float16 rounding of p and of the output (at most 9e-4 here over seeds 0-2).
+def test_float16_tiles_stay_within_float16_rounding():
+    # 1024 keys in float16, statistics in float32: the error is the float16 rounding of p and of the
+    # output (at most 9e-4 here over seeds 0-2).
     g = torch.Generator().manual_seed(3)
     q, k, v = torch.randn(2, 4, 64, 16, generator=g), torch.randn(2, 4, 1024, 16, generator=g), \
         torch.randn(2, 4, 1024, 16, generator=g)
