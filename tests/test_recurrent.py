@@ -12,6 +12,7 @@ from attnbook.recurrent import (
     RNNCell,
     gru_step,
     lstm_step,
+    rnn_step,
 )
 
 F64 = torch.float64
@@ -213,3 +214,49 @@ def test_layers_reject_bad_input():
         Recurrent(nn.GRUCell(4, 3))
     with pytest.raises(ValueError, match="same cell type and hidden_size"):
         Bidirectional(GRUCell(4, 3), LSTMCell(4, 3))
+
+
+# ---------------------------------------------------------------- gaps found by mutation testing (make mutation)
+
+
+@pytest.mark.parametrize("name", list(CELLS))
+def test_bidirectional_uses_the_given_initial_states(name):
+    make_ours, _, make_layer = CELLS[name]
+    ref = make_layer(4, 5, batch_first=True, bidirectional=True).to(F64)
+    bi = Bidirectional(make_ours(4, 5), make_ours(4, 5)).to(F64)
+    load_layer(bi.forward_layer.cell, ref, "_l0")
+    load_layer(bi.backward_layer.cell, ref, "_l0_reverse")
+    x = randn(2, 7, 4, seed=7)
+    s_f, s_b = state_for(name, 2, 5, 8, "cpu"), state_for(name, 2, 5, 10, "cpu")
+    if name == "lstm":   # torch stacks the directions: h0, c0 of shape (2, B, H)
+        out_ref, _ = ref(x, (torch.stack([s_f[0], s_b[0]]), torch.stack([s_f[1], s_b[1]])))
+    else:
+        out_ref, _ = ref(x, torch.stack([s_f, s_b]))
+    out, _ = bi(x, (s_f, s_b))
+    torch.testing.assert_close(out, out_ref, rtol=1e-12, atol=1e-12)
+
+
+def test_cell_details_named_and_documented():
+    for kwargs, message in [({"input_size": 0}, "^input_size must be"), ({"input_size": True}, "^input_size must be")]:
+        with pytest.raises(ValueError, match=message):
+            GRUCell(hidden_size=3, **kwargs)
+    with pytest.raises(ValueError, match=r"^an LSTM state is a pair \(h, c\)$"):
+        LSTMCell(2, 3)(torch.zeros(1, 2), torch.zeros(1, 3))
+    with pytest.raises(ValueError, match=r"^h of shape \(2, 3\) must be \(B=1, H=3\)"):
+        LSTMCell(2, 3)(torch.zeros(1, 2), (torch.zeros(2, 3), torch.zeros(1, 3)))
+    with pytest.raises(ValueError, match="^both directions need the same cell type and hidden_size"):
+        Bidirectional(GRUCell(2, 3), LSTMCell(2, 3))
+    assert GRUCell(2, 3).extra_repr() == "2, 3, bias=True" and GRUCell(2, 3, bias=False).extra_repr().endswith("False")
+    one = RNNCell(1, 2).to(F64)  # one input feature is valid; tanh is the default nonlinearity
+    x = randn(3, 1, seed=11)
+    torch.testing.assert_close(one(x), torch.tanh(x @ one.weight_ih.T + one.bias_ih + one.bias_hh))
+    gi, h = randn(3, 2, seed=12), randn(3, 2, seed=13)
+    torch.testing.assert_close(rnn_step(gi, h, one.weight_hh, None), torch.tanh(gi + h @ one.weight_hh.T))
+    # project_input takes any (..., D), also one unbatched step (D,).
+    torch.testing.assert_close(one.project_input(x[0]), one.weight_ih @ x[0] + one.bias_ih)
+
+
+def test_cells_start_from_zeros_on_the_inputs_device():
+    cell = LSTMCell(2, 3).to("meta")  # meta stands in for CUDA
+    h, c = cell(torch.zeros(4, 2, device="meta"))
+    assert h.device.type == c.device.type == "meta"
