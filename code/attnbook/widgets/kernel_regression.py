@@ -9,7 +9,7 @@ import torch
 import traitlets as t
 
 from ..scoring import attend
-from .static import StaticFallbackWidget
+from .static import StaticFallbackWidget, finite_floats
 
 
 def gaussian_score(width: float):
@@ -18,13 +18,6 @@ def gaussian_score(width: float):
     Shape: q (..., Tq, 1), k (..., Tk, 1) -> (..., Tq, Tk).
     """
     return lambda q, k: -(q - k.transpose(-2, -1)) ** 2 / (2 * width**2)
-
-
-def _floats(name, xs) -> list[float]:
-    xs = [float(v) for v in (xs.tolist() if hasattr(xs, "tolist") else xs)]
-    if not xs or not all(math.isfinite(v) for v in xs):
-        raise ValueError(f"{name} must be a non-empty list of finite numbers, got {xs}")
-    return xs
 
 
 class KernelRegressionWidget(StaticFallbackWidget):
@@ -52,7 +45,7 @@ class KernelRegressionWidget(StaticFallbackWidget):
 
     def __init__(self, positions, values, width=10.0, query=None, x_range=None, w_range=(0.3, 300.0),
                  x_unit="", y_unit=""):
-        k, v = _floats("positions", positions), _floats("values", values)
+        k, v = finite_floats("positions", positions), finite_floats("values", values)
         if len(k) != len(v):
             raise ValueError(f"{len(k)} positions for {len(v)} values")
         x_min, x_max = (min(k), max(k)) if x_range is None else map(float, x_range)

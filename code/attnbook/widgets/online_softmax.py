@@ -10,14 +10,7 @@ import torch
 import traitlets as t
 
 from ..efficient import online_softmax_stats, tiled_attention
-from .static import StaticFallbackWidget
-
-
-def _floats(name, xs) -> list[float]:
-    xs = [float(v) for v in (xs.tolist() if hasattr(xs, "tolist") else xs)]
-    if not xs or not all(math.isfinite(v) for v in xs):
-        raise ValueError(f"{name} must be a non-empty flat list of finite numbers, got {len(xs)} values")
-    return xs
+from .static import StaticFallbackWidget, finite_floats
 
 
 class OnlineSoftmaxWidget(StaticFallbackWidget):
@@ -38,7 +31,7 @@ class OnlineSoftmaxWidget(StaticFallbackWidget):
     step = t.Int(0).tag(sync=True)
 
     def __init__(self, scores, values, block_size: int = 4, step: int = 0):
-        s, v = _floats("scores", scores), _floats("values", values)
+        s, v = finite_floats("scores", scores), finite_floats("values", values)
         if len(s) != len(v):
             raise ValueError(f"{len(s)} scores for {len(v)} values")
         if isinstance(block_size, bool) or not isinstance(block_size, Integral) or not 1 <= block_size <= len(s):

@@ -10,12 +10,12 @@ import torch
 import traitlets as t
 
 from ..positional import apply_rotary
-from .static import StaticFallbackWidget
+from .static import StaticFallbackWidget, finite_floats
 
 
 def _vector(name, x) -> list[float]:
-    xs = [float(v) for v in (x.tolist() if hasattr(x, "tolist") else x)]
-    if len(xs) < 2 or len(xs) % 2 or not all(math.isfinite(v) for v in xs):
+    xs = finite_floats(name, x)
+    if len(xs) < 2 or len(xs) % 2:
         raise ValueError(f"{name} must be a flat list of an even number (>= 2) of finite numbers, "
                          f"got {len(xs)} values")
     return xs

@@ -12,11 +12,20 @@ from __future__ import annotations
 import html
 import itertools
 import json
+import math
 from pathlib import Path
 
 import anywidget
 
 HERE = Path(__file__).parent
+
+
+def finite_floats(name: str, xs) -> list[float]:
+    """A list or 1-d tensor as a non-empty list of finite floats (a widget's synced data); else ValueError."""
+    xs = [float(v) for v in (xs.tolist() if hasattr(xs, "tolist") else xs)]
+    if not xs or not all(math.isfinite(v) for v in xs):
+        raise ValueError(f"{name} must be a non-empty flat list of finite numbers, got {len(xs)} values")
+    return xs
 _EXPORT_LINE = "export default { render };"
 _ids = itertools.count()  # deterministic element ids: two builds give identical pages
 
