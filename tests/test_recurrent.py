@@ -169,13 +169,19 @@ def test_unrolled_layer_matches_torch_batch_first(name, with_state, device):
     assert_state_close(final, final_ref)
 
 
-@pytest.mark.parametrize("name", list(CELLS))
-def test_bidirectional_matches_torch_bidirectional(name):
+def bidirectional_pair(name):
+    """Our Bidirectional (4 -> 5 per direction) and torch's bidirectional layer, same weights, float64."""
     make_ours, _, make_layer = CELLS[name]
     ref = make_layer(4, 5, batch_first=True, bidirectional=True).to(F64)
     bi = Bidirectional(make_ours(4, 5), make_ours(4, 5)).to(F64)
     load_layer(bi.forward_layer.cell, ref, "_l0")
     load_layer(bi.backward_layer.cell, ref, "_l0_reverse")
+    return bi, ref
+
+
+@pytest.mark.parametrize("name", list(CELLS))
+def test_bidirectional_matches_torch_bidirectional(name):
+    bi, ref = bidirectional_pair(name)
     x = randn(2, 7, 4, seed=5)
     x_ref = x.clone().requires_grad_(True)
     x = x.requires_grad_(True)
@@ -221,11 +227,7 @@ def test_layers_reject_bad_input():
 
 @pytest.mark.parametrize("name", list(CELLS))
 def test_bidirectional_uses_the_given_initial_states(name):
-    make_ours, _, make_layer = CELLS[name]
-    ref = make_layer(4, 5, batch_first=True, bidirectional=True).to(F64)
-    bi = Bidirectional(make_ours(4, 5), make_ours(4, 5)).to(F64)
-    load_layer(bi.forward_layer.cell, ref, "_l0")
-    load_layer(bi.backward_layer.cell, ref, "_l0_reverse")
+    bi, ref = bidirectional_pair(name)
     x = randn(2, 7, 4, seed=7)
     s_f, s_b = state_for(name, 2, 5, 8, "cpu"), state_for(name, 2, 5, 10, "cpu")
     if name == "lstm":   # torch stacks the directions: h0, c0 of shape (2, B, H)
