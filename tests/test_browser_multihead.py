@@ -6,21 +6,16 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import visit
+from conftest import static_state, visit
 
 pytestmark = [pytest.mark.book, pytest.mark.browser]
-
-
-def _state(page, widget):
-    return page.evaluate("""el => JSON.parse(el.nextElementSibling.nextElementSibling.textContent
-                              .match(/staticModel\\((\\{.*?\\})\\)/)[1])""", widget.element_handle())
 
 
 def test_head_browser_switches_layer_head_sentence_without_a_kernel(browser, book_url):
     page, errors, foreign = visit(browser, f"{book_url}/chapters/multihead.html")
     widget = page.locator('[data-widget="AttentionHeadBrowser"]').first
     widget.scroll_into_view_if_needed()
-    state = _state(page, widget)
+    state = static_state(page, widget)
     n_layers, n_heads = state["num_layers"], state["num_heads"]
     assert (n_layers, n_heads) == (6, 12) and len(state["sentences"]) == 3
 
@@ -93,7 +88,7 @@ def test_overview_grid_opens_a_head_and_the_questions_check_it(browser, book_url
     page, errors, foreign = visit(browser, f"{book_url}/chapters/multihead.html")
     widget = page.locator('[data-widget="AttentionHeadBrowser"]').first
     widget.scroll_into_view_if_needed()
-    state = _state(page, widget)
+    state = static_state(page, widget)
     maps = [torch.tensor(w, dtype=torch.float64) / SCALE for w in state["weights"]]
     py = AttentionHeadBrowser(state["sentences"], maps=(state["tokens"], maps))
     assert [q[0] for q in state["questions"]] == ["previous", "next", "cls"]

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import attnbook
-from conftest import visit
+from conftest import static_state, visit
 
 pytestmark = [pytest.mark.book, pytest.mark.browser]
 
@@ -18,8 +18,7 @@ def test_position_and_feature_sliders_redraw_the_encoding_without_a_kernel(brows
     page, errors, foreign = visit(browser, f"{book_url}/chapters/positional_encoding.html")
     widget = page.locator('[data-widget="SinusoidalExplorerWidget"]').first
     widget.scroll_into_view_if_needed()
-    state = page.evaluate("""el => JSON.parse(el.nextElementSibling.nextElementSibling.textContent
-                               .match(/staticModel\\((\\{.*?\\})\\)/)[1])""", widget.element_handle())
+    state = static_state(page, widget)
     n, d = state["max_len"], state["d_model"]
     pe = attnbook.sinusoidal_encoding(n, d, state["base"], dtype=torch.float64)  # (n, d)
     position, feature = widget.locator('input[type="range"]').nth(0), widget.locator('input[type="range"]').nth(1)

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from conftest import visit
+from conftest import static_state, visit
 
 pytestmark = [pytest.mark.book, pytest.mark.browser]
 
@@ -24,8 +24,7 @@ def test_dk_slider_redraws_both_softmaxes_without_a_kernel(browser, book_url):
     page, errors, foreign = visit(browser, f"{book_url}/chapters/scaled_attention.html")
     widget = page.locator('[data-widget="DkScalingWidget"]').first
     widget.scroll_into_view_if_needed()
-    state = page.evaluate("""el => JSON.parse(el.nextElementSibling.nextElementSibling.textContent
-                               .match(/staticModel\\((\\{.*?\\})\\)/)[1])""", widget.element_handle())
+    state = static_state(page, widget)
     dks, scores = state["dks"], state["scores"]
 
     def bars(kind):

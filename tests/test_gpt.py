@@ -118,6 +118,19 @@ def test_tied_weights_share_one_matrix_and_save_v_times_d_parameters():
     assert count(untied) - count(tied) == V * D
 
 
+def test_start_from_unigram_makes_the_output_the_smoothed_unigram_when_the_weights_are_zero():
+    torch.manual_seed(0)
+    model = DecoderOnlyLM(V, D, H, N, FF, output_bias=True).double().eval()
+    counts = torch.arange(V, dtype=torch.float64) ** 2                # one zero count
+    model.start_from_unigram(counts, alpha=0.25)
+    with torch.no_grad():
+        model.embed.weight.zero_()                                     # tied: the head's weights too
+        p = model(ids_of()).softmax(-1)                                # (B, T, V)
+    expected = (counts + 0.25) / (counts + 0.25).sum()
+    torch.testing.assert_close(p, expected.expand_as(p), rtol=1e-12, atol=1e-15)
+    assert lm().lm_head.bias is None                                   # no bias unless asked for
+
+
 def test_next_token_loss_is_prefix_by_prefix_cross_entropy():
     model, ids = lm(2), ids_of(b=2, t=8)
     with torch.no_grad():
@@ -142,6 +155,11 @@ def test_mode_is_restored_after_generate():
     (lambda m: next_token_loss(m, torch.zeros(2, 1, dtype=torch.long)), r"\(B, T \+ 1\)"),
     (lambda m: DecoderOnlyLM(V, D, H, N, FF, num_kv_heads=3), "num_kv_heads=3"),
     (lambda m: DecoderOnlyLM(0, D, H, N, FF), "vocab_size"),
+    (lambda m: m.start_from_unigram(torch.ones(V)), "output_bias=True"),
+    (lambda m: DecoderOnlyLM(V, D, H, N, FF, output_bias=True).start_from_unigram(torch.ones(V - 1)),
+     rf"non-negative \({V},\) tensor, got \({V - 1},\)"),
+    (lambda m: DecoderOnlyLM(V, D, H, N, FF, output_bias=True).start_from_unigram(-torch.ones(V)), "non-negative"),
+    (lambda m: DecoderOnlyLM(V, D, H, N, FF, output_bias=True).start_from_unigram(torch.ones(V), 0.0), "alpha"),
     (lambda m: kv_cache_bytes(2, 1, -4, 1, 8), "seq_len"),
 ])
 def test_bad_inputs_raise_value_errors(call, words):

@@ -2,7 +2,7 @@
 
     x_0 = E[ids]                                   token embedding, no position table (RoPE instead)
     x_l = DecoderLayer_l(x_{l-1})                  pre-LN: masked self-attention -> FFN, no cross-attention
-    logits = LayerNorm(x_N) E^T                    output layer tied to the embedding (Press & Wolf, 2017)
+    logits = LayerNorm(x_N) E^T (+ b)              output layer tied to the embedding (Press & Wolf, 2017)
 
 Trained with next-token cross-entropy (teacher forcing: logits[:, t] predict ids[:, t + 1]). Each layer
 is :class:`attnbook.DecoderLayer` with ``cross_attention=False``; its self-attention rotates queries and
@@ -42,7 +42,8 @@ class DecoderOnlyLM(nn.Module):
 
     ``forward(ids)`` returns next-token logits for every position at once (causal mask);
     ``forward(ids, cache)`` takes only the new tokens, which sit at positions len(cache) onwards, and
-    reuses the cached keys and values. ``tie_weights`` makes the output layer the embedding's transpose.
+    reuses the cached keys and values. ``tie_weights`` makes the output layer the embedding's transpose;
+    ``output_bias`` adds a bias b (V,) to the logits, which :meth:`start_from_unigram` sets to log frequencies.
 
     Shape:
         ids: (B, T) int64 in [0, V) -> logits (B, T, V)
@@ -50,7 +51,7 @@ class DecoderOnlyLM(nn.Module):
 
     def __init__(self, vocab_size: int, d_model: int, num_heads: int, num_layers: int, d_ff: int,
                  dropout: float = 0.0, *, num_kv_heads: int | None = None, rope_base: float = 10000.0,
-                 tie_weights: bool = True):
+                 tie_weights: bool = True, output_bias: bool = False):
         super().__init__()
         for name, n in (("vocab_size", vocab_size), ("d_model", d_model), ("num_layers", num_layers),
                         ("d_ff", d_ff)):
@@ -64,9 +65,25 @@ class DecoderOnlyLM(nn.Module):
             DecoderLayer(d_model, num_heads, d_ff, dropout, norm_first=True, cross_attention=False,
                          num_kv_heads=num_kv_heads, rope_base=rope_base) for _ in range(num_layers))
         self.final_norm = nn.LayerNorm(d_model)                           # pre-LN needs one at the end
-        self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
+        self.lm_head = nn.Linear(d_model, vocab_size, bias=output_bias)
+        if output_bias:
+            nn.init.zeros_(self.lm_head.bias)
         if tie_weights:
             self.lm_head.weight = self.embed.weight                       # one (V, D) matrix, used twice
+
+    @torch.no_grad()
+    def start_from_unigram(self, counts: Tensor, alpha: float = 0.5) -> None:
+        """Set the output bias to log((counts + alpha) / sum): with small weights the untrained model then
+        predicts the unigram distribution instead of a uniform one over V tokens. Shape: counts (V,)."""
+        if self.lm_head.bias is None:
+            raise ValueError("start_from_unigram needs a model built with output_bias=True")
+        if not isinstance(counts, Tensor) or counts.shape != (self.vocab_size,) or bool((counts < 0).any()):
+            got = tuple(counts.shape) if isinstance(counts, Tensor) else type(counts).__name__
+            raise ValueError(f"counts must be a non-negative ({self.vocab_size},) tensor, got {got}")
+        if not alpha > 0:
+            raise ValueError(f"alpha must be positive, got {alpha!r}")
+        smoothed = counts.double() + alpha
+        self.lm_head.bias.copy_((smoothed / smoothed.sum()).log())
 
     def new_cache(self) -> DecoderCache:
         """An empty cache: one KVCache of (B, Hkv, T, Dh) keys and values per layer."""
