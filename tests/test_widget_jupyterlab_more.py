@@ -1,4 +1,4 @@
-"""The kernel-regression, RoPE, online-softmax, tile-map and head-browser widgets in a real JupyterLab:
+"""The kernel-regression, RoPE, online-softmax, tile-map, head-browser and cross-attention widgets in a real JupyterLab:
 Playwright moves each widget's own controls, the kernel's traits and Python numbers follow (against the
 numbers the page drew), and a trait set in a cell moves the page. Server and helpers: test_widget_jupyterlab."""
 
@@ -186,5 +186,38 @@ def test_head_browser_overview_and_question(browser, jupyterlab):  # noqa: F811
         assert result.get_attribute("data-ok") == "true"
         _run_cell(nb.page, 2)
         nb.page.wait_for_function("e => e.dataset.selected === '0,2'", arg=overview.element_handle(), timeout=10_000)
+    finally:
+        nb.close()
+
+
+def test_cross_attention(browser, jupyterlab):  # noqa: F811
+    nb = Notebook(browser, jupyterlab, "cross_attention", [
+        "import json, attnbook, torch\n"
+        "g = torch.Generator().manual_seed(0)\n"
+        "maps = [torch.softmax(3 * torch.randn(2, 3, T, S, generator=g), -1) for T, S in [(6, 5), (4, 3)]]\n"
+        "w = attnbook.CrossAttentionWidget([list('一二三四五'), list('六七八')],\n"
+        "    [list('12345') + ['<eos>'], list('678') + ['<eos>']], maps, question=('q', [1, 2], [(0, 2), (1, 3)], 0.75))\n"
+        "display(w)",
+        "print(json.dumps({'example': w.example, 'layer': w.layer, 'head': w.head, 'step': w.step,\n"
+        "                  'row': w.current_row().tolist(), 'answer': w.check_answer()}))",
+        "w.example = 1",
+    ])
+    try:
+        widget = nb.widget()
+        info = widget.locator(".attnbook-readout.info")
+        drag(nb.page, widget.locator("input.step"), 0.8)
+        drag(nb.page, widget.locator("input.head"), 1.0)
+        widget.locator("input.layer").evaluate("s => { s.value = 1; s.dispatchEvent(new Event('input')); }")
+        widget.locator(".question button").click()
+        result = widget.locator(".question .result")
+        got = nb.python()
+        assert (got["example"], got["layer"], got["head"]) == (0, 1, 2) and got["step"] == int(data(info, "step")) > 0
+        strip = widget.locator(".source-strip span").evaluate_all("ss => ss.map(s => +s.dataset.w)")
+        assert got["row"] == pytest.approx(strip, abs=1e-12)                             # Python = the page
+        assert got["answer"] == [pytest.approx(data(result, "score"), abs=1e-12), data(result, "score") >= 0.75]
+        assert result.get_attribute("data-ok") == str(got["answer"][1]).lower()
+        _run_cell(nb.page, 2)
+        nb.page.wait_for_function("e => e.dataset.example === '1'", arg=info.element_handle(), timeout=10_000)
+        assert widget.locator(".source-strip span").count() == 3
     finally:
         nb.close()

@@ -148,8 +148,9 @@ from .transformer import (
     PositionwiseFeedForward,
     Transformer,
 )
-from .widgets import (AttentionHeadBrowser, DkScalingWidget, KernelRegressionWidget, OnlineSoftmaxWidget,
-                      RotaryWidget, SamplingWidget, SinusoidalExplorerWidget, SoftmaxTemperatureWidget, TileMapWidget)
+from .widgets import (AttentionHeadBrowser, CrossAttentionWidget, DkScalingWidget, KernelRegressionWidget,
+                      OnlineSoftmaxWidget, RotaryWidget, SamplingWidget, SinusoidalExplorerWidget,
+                      SoftmaxTemperatureWidget, TileMapWidget)
 
 __version__ = "0.1.0"
 
@@ -166,7 +167,7 @@ __all__ = [
     "online_softmax", "online_softmax_stats", "tiled_attention", "TiledAttentionFunction",
     "tiled_attention_recompute", "sliding_window_mask", "strided_mask", "strided_attention",
     "OnlineSoftmaxWidget", "TileMapWidget",
-    "KVCache",
+    "KVCache", "CrossAttentionWidget",
     "attention_benchmark", "memory_timeline", "peak_memory", "results_markdown", "sdpa_backend", "time_interleaved",
     "MultiHeadAttention", "merge_heads", "multihead_macs", "repeat_kv", "split_heads",
     "CharVocab", "LogisticRegression", "SelfAttentionClassifier", "char_ngrams", "confusion_matrix",

@@ -1,5 +1,6 @@
 """Interactive figures that work in a live kernel (anywidget) and on the static HTML page (no kernel)."""
 
+from .cross_attention import CrossAttentionWidget
 from .dk_scaling import DkScalingWidget
 from .head_browser import AttentionHeadBrowser
 from .kernel_regression import KernelRegressionWidget
@@ -11,6 +12,6 @@ from .softmax_temperature import SoftmaxTemperatureWidget
 from .static import StaticFallbackWidget
 from .tile_map import TileMapWidget
 
-__all__ = ["AttentionHeadBrowser", "DkScalingWidget", "KernelRegressionWidget", "OnlineSoftmaxWidget",
-           "RotaryWidget", "SamplingWidget", "SinusoidalExplorerWidget", "SoftmaxTemperatureWidget",
-           "StaticFallbackWidget", "TileMapWidget"]
+__all__ = ["AttentionHeadBrowser", "CrossAttentionWidget", "DkScalingWidget", "KernelRegressionWidget",
+           "OnlineSoftmaxWidget", "RotaryWidget", "SamplingWidget", "SinusoidalExplorerWidget",
+           "SoftmaxTemperatureWidget", "StaticFallbackWidget", "TileMapWidget"]
