@@ -38,7 +38,7 @@ def test_sampling_widget_on_the_built_page_matches_attnbook(browser, book_url):
         z = torch.tensor(state["logits"][i], dtype=torch.float64)
         expected = sampling_probs(z, T, k or None, None if p >= 1 else p)
         torch.testing.assert_close(js, expected, rtol=0, atol=1e-6)
-        python.set_state(T, k, p, prompt_index=i)
+        python.set_controls(T, k, p, prompt_index=i)
         shown = widget.locator(".drawn").get_attribute("data-drawn")
         assert shown == python.drawn()
         bars.append(js)

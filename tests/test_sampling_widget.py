@@ -26,7 +26,7 @@ def widget(**kw):
 def test_probabilities_are_attnbooks_sampling_probs(T, k, p):
     w = widget()
     for i in range(2):
-        w.set_state(T, k, p, prompt_index=i)
+        w.set_controls(T, k, p, prompt_index=i)
         ref = sampling_probs(LOGITS[i], T, k or None, None if p >= 1 else p)
         torch.testing.assert_close(w.probabilities(), ref, rtol=0, atol=0)
         cdf = ref.cumsum(0)
@@ -35,11 +35,11 @@ def test_probabilities_are_attnbooks_sampling_probs(T, k, p):
 
 def test_tied_candidates_stay_together_and_the_draw_moves():
     w = widget()
-    w.set_state(1.0, 2, 1.0)                            # logits 2.5 tie for second place: three kept
+    w.set_controls(1.0, 2, 1.0)                            # logits 2.5 tie for second place: three kept
     assert int((w.probabilities() > 0).sum()) == 3
     draws = set()
     for T, k, p in ((0.2, 0, 1.0), (1.0, 0, 1.0), (3.0, 0, 1.0), (1.0, 1, 1.0)):
-        w.set_state(T, k, p)
+        w.set_controls(T, k, p)
         draws.add(w.drawn())
     assert len(draws) > 1                               # dragging changes the drawn token
 
@@ -84,7 +84,7 @@ def test_static_page_matches_python_and_redraws(browser, tmp_path):
         T = 10 ** set_range("temperature", log10_t)
         k = int(set_range("top_k", k))
         p = set_range("top_p", p)
-        w.set_state(T, k, p, prompt_index=i)
+        w.set_controls(T, k, p, prompt_index=i)
         js = [float(v) for v in root.locator("rect.bar").evaluate_all("rs => rs.map(r => r.dataset.p)")]
         assert js == pytest.approx(w.probabilities().tolist(), rel=1e-9, abs=1e-15)
         shown = root.locator(".drawn").get_attribute("data-drawn")

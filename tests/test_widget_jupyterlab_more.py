@@ -1,6 +1,7 @@
-"""The kernel-regression, RoPE, online-softmax, tile-map, head-browser and cross-attention widgets in a real JupyterLab:
-Playwright moves each widget's own controls, the kernel's traits and Python numbers follow (against the
-numbers the page drew), and a trait set in a cell moves the page. Server and helpers: test_widget_jupyterlab."""
+"""The kernel-regression, RoPE, online-softmax, tile-map, head-browser, cross-attention and sampling widgets
+in a real JupyterLab: Playwright moves each widget's own controls, the kernel's traits and Python numbers
+follow (against the numbers the page drew), and a trait set in a cell moves the page. Server and helpers:
+test_widget_jupyterlab."""
 
 from __future__ import annotations
 
@@ -219,5 +220,35 @@ def test_cross_attention(browser, jupyterlab):  # noqa: F811
         _run_cell(nb.page, 2)
         nb.page.wait_for_function("e => e.dataset.example === '1'", arg=info.element_handle(), timeout=10_000)
         assert widget.locator(".source-strip span").count() == 3
+    finally:
+        nb.close()
+
+
+def test_sampling(browser, jupyterlab):  # noqa: F811
+    nb = Notebook(browser, jupyterlab, "sampling", [
+        "import json, attnbook, torch\n"
+        "w = attnbook.SamplingWidget(['甲', '乙'], [list('abcdef'), list('uvwxyz')],\n"
+        "    torch.tensor([[2.0, 1.0, 0.5, 0.0, -1.0, -2.0], [0.0, 0.0, 1.0, 1.0, -3.0, 2.0]]), [0.3, 0.8])\n"
+        "display(w)",
+        "print(json.dumps({'T': w.temperature, 'k': w.top_k, 'p': w.top_p, 'prompt': w.prompt_index,\n"
+        "                  'probs': w.probabilities().tolist(), 'drawn': w.drawn()}))",
+        "w.top_k = 2",
+    ])
+    try:
+        widget = nb.widget()
+        widget.locator("select").select_option("1")
+        drag(nb.page, widget.locator("input.temperature"), 0.8)
+        drag(nb.page, widget.locator("input.top_p"), 0.6)
+        got = nb.python()
+        assert got["prompt"] == 1 and got["T"] > 1 and got["p"] < 1 and got["k"] == 0
+        bars = widget.locator("rect.bar").evaluate_all("rs => rs.map(r => +r.dataset.p)")
+        assert got["probs"] == pytest.approx(bars, abs=1e-9)                            # Python = the page's JS
+        assert got["drawn"] == widget.locator(".drawn").get_attribute("data-drawn")
+        _run_cell(nb.page, 2)
+        nb.page.wait_for_function("e => e.value === '2'", arg=widget.locator("input.top_k").element_handle(),
+                                  timeout=10_000)
+        got = nb.python()                                   # top-2 of [0, 0, 1, 1, -3, 2]: the tied 1s both stay
+        bars = widget.locator("rect.bar").evaluate_all("rs => rs.map(r => +r.dataset.p)")
+        assert got["probs"] == pytest.approx(bars, abs=1e-9) and sum(v > 0 for v in bars) == 3
     finally:
         nb.close()

@@ -62,3 +62,19 @@ def test_static_fallback_requires_the_export_line():
 
     with pytest.raises(ValueError, match="must end with"):
         Broken().static_html()
+
+
+def test_no_widget_replaces_a_method_of_the_widget_machinery():
+    """A method named like one of ipywidgets' own (set_state, get_state, send, open, …) replaces it, and the
+    kernel then drops every update the page sends (the sampling widget's set_state once did, silently)."""
+    import anywidget
+    import traitlets
+
+    machinery = set(dir(anywidget.AnyWidget))
+    bookkeeping = set(vars(type("Plain", (traitlets.HasTraits,), {})))       # what every traitlets class defines
+    deliberate = {"_repr_mimebundle_"}                                        # the static fallback (tested above)
+    for name in attnbook.widgets.__all__:
+        for cls in getattr(attnbook.widgets, name).__mro__:
+            if cls.__module__.startswith("attnbook"):
+                clash = {n for n in vars(cls) if not n.startswith("__")} & machinery - bookkeeping - deliberate
+                assert not clash, f"{cls.__name__} redefines {sorted(clash)} of anywidget.AnyWidget"

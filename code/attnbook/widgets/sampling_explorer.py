@@ -50,9 +50,9 @@ class SamplingWidget(StaticFallbackWidget):
             raise ValueError(f"uniforms must lie in [0, 1), got {list(uniforms)}")
         super().__init__(prompts=list(map(str, prompts)), tokens=[list(map(str, r)) for r in tokens],
                          logits=[[float(v) for v in row] for row in z], uniforms=[float(u) for u in uniforms])
-        self.set_state(temperature, top_k, top_p)
+        self.set_controls(temperature, top_k, top_p)
 
-    def set_state(self, temperature: float, top_k: int, top_p: float, prompt_index: int | None = None) -> None:
+    def set_controls(self, temperature: float, top_k: int, top_p: float, prompt_index: int | None = None) -> None:
         """Set the controls (checked as the sampling functions check them; top_k 0 and top_p 1 mean off)."""
         n = len(self.logits[0])
         if not 0 < temperature < math.inf or not 0 <= top_k <= n or not 0 < top_p <= 1:
