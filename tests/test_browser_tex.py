@@ -51,3 +51,12 @@ def test_no_page_shows_tex_source_in_prose_or_links(browser, book_url, built_htm
         if found:
             report[rel] = found
     assert not report, "raw TeX on the page:\n" + "\n".join(f"{rel}: {found}" for rel, found in report.items())
+
+
+def test_collapsed_boxes_are_labelled_in_chinese(browser, book_url):
+    page, errors, _ = visit(browser, f"{book_url}/chapters/gpt.html")   # solutions and answers are collapsed
+    hints = page.evaluate("() => [...document.querySelectorAll('button.toggle-button')].map(b => b.dataset.toggleHint)")
+    page.locator("button.toggle-button").first.click()                   # open one: its hint becomes 'hide'
+    opened = page.locator("button.toggle-button").first.get_attribute("data-toggle-hint")
+    page.close()
+    assert len(hints) >= 5 and set(hints) == {"点击展开"} and opened == "点击收起" and errors == []
