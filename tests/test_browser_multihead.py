@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from attnbook.widgets.head_browser import unpack_maps
 from conftest import static_state, visit
 
 pytestmark = [pytest.mark.book, pytest.mark.browser]
@@ -18,6 +19,7 @@ def test_head_browser_switches_layer_head_sentence_without_a_kernel(browser, boo
     state = static_state(page, widget)
     n_layers, n_heads = state["num_layers"], state["num_heads"]
     assert (n_layers, n_heads) == (6, 12) and len(state["sentences"]) == 3
+    maps = unpack_maps(state["weights"], [len(t) for t in state["tokens"]], n_layers, n_heads)
 
     def cells():
         return widget.locator("rect.cell").evaluate_all(
@@ -27,7 +29,7 @@ def test_head_browser_switches_layer_head_sentence_without_a_kernel(browser, boo
         drawn = cells()
         n = len(state["tokens"][s])
         assert len(drawn) == n * n
-        expected = torch.tensor(state["weights"][s][layer][head], dtype=torch.float64) / 1000
+        expected = maps[s][layer, head]
         got = torch.zeros(n, n, dtype=torch.float64)
         for q, k, w, _ in drawn:
             got[q, k] = w
@@ -66,7 +68,7 @@ def test_head_browser_state_equals_a_fresh_minilm_run(browser, book_url):
     from attnbook.pretrained import encode, load_minilm
 
     page, errors, foreign = visit(browser, f"{book_url}/chapters/multihead.html")
-    state = _state(page, page.locator('[data-widget="AttentionHeadBrowser"]').first)
+    state = static_state(page, page.locator('[data-widget="AttentionHeadBrowser"]').first)
     page.close()
     model, tokenizer = load_minilm()
     enc = encode(model, tokenizer, state["sentences"], attentions=True)
@@ -74,8 +76,8 @@ def test_head_browser_state_equals_a_fresh_minilm_run(browser, book_url):
     for s, toks in enumerate(enc.tokens):
         n = len(toks)
         fresh = torch.stack([a[s, :, :n, :n] for a in enc.attentions]).double()   # (6, 12, n, n)
-        shipped = torch.tensor(state["weights"][s], dtype=torch.float64) / 1000
-        assert (shipped - fresh).abs().max() <= 0.0005 + 1e-6
+        shipped = unpack_maps(state["weights"], [len(t) for t in state["tokens"]], 6, 12)[s]
+        assert (shipped - fresh).abs().max() <= 0.5 / 255 + 1e-6
     assert errors == [] and foreign == []
 
 
@@ -83,13 +85,12 @@ def test_overview_grid_opens_a_head_and_the_questions_check_it(browser, book_url
     """Click a map in the 6 x 12 overview: the heatmap shows that head; each question's button scores the
     open head exactly as AttentionHeadBrowser.check_answer does."""
     from attnbook import AttentionHeadBrowser
-    from attnbook.widgets.head_browser import SCALE
 
     page, errors, foreign = visit(browser, f"{book_url}/chapters/multihead.html")
     widget = page.locator('[data-widget="AttentionHeadBrowser"]').first
     widget.scroll_into_view_if_needed()
     state = static_state(page, widget)
-    maps = [torch.tensor(w, dtype=torch.float64) / SCALE for w in state["weights"]]
+    maps = unpack_maps(state["weights"], [len(t) for t in state["tokens"]], state["num_layers"], state["num_heads"])
     py = AttentionHeadBrowser(state["sentences"], maps=(state["tokens"], maps))
     assert [q[0] for q in state["questions"]] == ["previous", "next", "cls"]
     overview = widget.locator("canvas.overview")

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import base64
 import json
 
 import pytest
 import torch
 
 from attnbook import AttentionHeadBrowser, MultiHeadAttention, padding_to_attention_mask
-from attnbook.widgets.head_browser import QUESTIONS, attention_maps, pattern_score
+from attnbook.widgets.head_browser import QUESTIONS, attention_maps, pattern_score, unpack_maps
 from kernel_comm import LiveWidget
 
 SENTENCES = ["The cat sat on the mat.", "Time flies like an arrow!"]
@@ -48,7 +49,7 @@ def test_our_multihead_attention_with_minilm_weights_reproduces_its_heads(minilm
         torch.testing.assert_close(nxt[enc.mask], enc.hidden_states[i + 1][enc.mask], rtol=1e-4, atol=1e-4)
 
 
-def test_browser_state_is_the_model_attention_rounded_to_three_decimals(minilm):
+def test_browser_state_is_the_model_attention_in_bytes(minilm):
     from attnbook.pretrained import encode
 
     model, tokenizer = minilm
@@ -58,10 +59,14 @@ def test_browser_state_is_the_model_attention_rounded_to_three_decimals(minilm):
     for s, toks in enumerate(enc.tokens):
         n = len(toks)
         full = torch.stack([a[s, :, :n, :n] for a in enc.attentions])  # (6, 12, n, n)
-        shipped = torch.tensor(widget.weights[s], dtype=torch.float64) / 1000
+        shipped = widget.maps()[s]
         assert shipped.shape == (6, 12, n, n)
-        assert (shipped - full.double()).abs().max() <= 0.0005 + 1e-9
-    torch.testing.assert_close(widget.current(), torch.tensor(widget.weights[0][2][5]) / 1000, check_dtype=False)
+        assert (shipped - full.double()).abs().max() <= 0.5 / 255 + 1e-9
+    raw = list(base64.b64decode(widget.weights))                        # one byte per weight, sentence-major
+    assert len(raw) == sum(72 * len(t) ** 2 for t in enc.tokens)
+    n0 = len(enc.tokens[0])
+    first = torch.tensor(raw[(2 * 12 + 5) * n0 * n0:(2 * 12 + 6) * n0 * n0], dtype=torch.float64).view(n0, n0) / 255
+    torch.testing.assert_close(widget.current(), first, rtol=0, atol=0)        # layer 2, head 5 of sentence 0
     widget.sentence, widget.layer, widget.head = 1, 5, 11
     assert widget.current().shape == (len(enc.tokens[1]),) * 2
     html = widget.static_html()
@@ -83,8 +88,12 @@ def test_bad_arguments():
         AttentionHeadBrowser(["ab"], head=2, maps=maps)
     with pytest.raises(ValueError, match=r"maps\[0\] of shape \(1, 2, 2, 2\) must be \(1, 2, 3, 3\)"):
         AttentionHeadBrowser(["abc"], maps=([["a", "b", "c"]], maps[1]))
+    with pytest.raises(ValueError, match=r"maps\[0\] must hold attention weights in \[0, 1\]"):
+        AttentionHeadBrowser(["ab"], maps=([["a", "b"]], [torch.full((1, 2, 2, 2), 1.5)]))
     w = AttentionHeadBrowser(["ab"], maps=maps)
-    assert w.weights == [[[[[500, 500], [500, 500]], [[500, 500], [500, 500]]]]]
+    assert base64.b64decode(w.weights) == bytes([128] * 8)                   # round(0.5 * 255), half to even
+    with pytest.raises(ValueError, match="7 packed weights for sentences of \\[2\\] tokens, expected 8"):
+        unpack_maps(base64.b64encode(bytes(7)).decode(), [2], 1, 2)
 
 
 def test_pattern_score_is_the_mean_weight_on_the_previous_next_or_first_key():
@@ -112,7 +121,7 @@ def test_every_guided_question_has_an_answer_among_minilm_heads(minilm):
     for q, (pattern, _, threshold) in enumerate(QUESTIONS):
         reference = torch.stack([pattern_score(m, pattern) for m in fresh]).mean(0)       # (6, 12)
         shipped = widget.pattern_scores(pattern)
-        assert (shipped - reference).abs().max() <= 0.0005 + 1e-9                          # 3-decimal rounding
+        assert (shipped - reference).abs().max() <= 0.5 / 255 + 1e-9                       # byte rounding
         assert int((shipped >= threshold).sum()) >= 1
         for layer in range(6):
             for head in range(12):

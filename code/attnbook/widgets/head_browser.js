@@ -1,8 +1,8 @@
 // One attention head's weights as an SVG heatmap (queries ↓, keys →), above it an overview canvas
 // of every layer × head (click a map to open it), below it guided questions that score the open head.
-// Python shipped every map (sentence × layer × head) as integer thousandths.
+// Python shipped every map (sentence × layer × head) as bytes round(w * 255), base64 (pack_maps).
 // svgEl comes from common.js, which StaticFallbackWidget prepends.
-const SCALE = 1000;
+const SCALE = 255;
 // viridis at 0, 0.25, 0.5, 0.75, 1 (matplotlib's colour map, as the book's static figures use)
 const STOPS = [[68, 1, 84], [59, 82, 139], [33, 145, 140], [94, 201, 98], [253, 231, 37]];
 
@@ -13,7 +13,14 @@ function viridis(x) {
   return `rgb(${c[0]},${c[1]},${c[2]})`;
 }
 
-function patternScore(w, pattern) {             // the mean of w[i][i-1], w[i][i+1] or w[i][0] (thousandths)
+function unpack(packed, tokens, L, H) {        // base64 -> weights[s][l][h][i][j] in 0..255
+  const bytes = Uint8Array.from(atob(packed), (c) => c.charCodeAt(0));
+  let k = 0;
+  const rows = (n) => Array.from({ length: n }, () => Array.from(bytes.subarray(k, (k += n))));
+  return tokens.map((toks) => Array.from({ length: L }, () => Array.from({ length: H }, () => rows(toks.length))));
+}
+
+function patternScore(w, pattern) {             // the mean of w[i][i-1], w[i][i+1] or w[i][0] (bytes / SCALE)
   const n = w.length, picks = [];
   for (let i = 0; i < n; i++) {
     const j = pattern === "previous" ? i - 1 : pattern === "next" ? i + 1 : 0;
@@ -47,8 +54,9 @@ function slider(label, n, cls) {
 }
 
 function render({ model, el }) {
-  const sentences = model.get("sentences"), tokens = model.get("tokens"), weights = model.get("weights");
+  const sentences = model.get("sentences"), tokens = model.get("tokens");
   const L = model.get("num_layers"), H = model.get("num_heads");
+  const weights = unpack(model.get("weights"), tokens, L, H);
   el.classList.add("attnbook-widget");
 
   const row = () => Object.assign(document.createElement("div"), { className: "attnbook-controls" });

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from numbers import Integral
 from typing import Any
 
@@ -10,7 +11,7 @@ import traitlets as t
 
 from .static import StaticFallbackWidget
 
-SCALE = 1000  # weights are shipped as integer thousandths: 3 decimals, a small page
+SCALE = 255  # weights ship as one byte each, round(w * 255), base64: 1.33 characters per weight
 
 # Guided questions: (pattern, question, threshold). A head answers one when its pattern score,
 # averaged over the sentences, reaches the threshold; the page and check_answer() test the same.
@@ -59,6 +60,21 @@ def attention_maps(sentences: list[str], model: Any = None, tokenizer: Any = Non
     return enc.tokens, out
 
 
+def pack_maps(maps: list[torch.Tensor]) -> str:
+    """Base64 of every weight as one byte round(w * SCALE), sentence by sentence in (L, H, T, T) order."""
+    return base64.b64encode(b"".join(bytes(torch.round(w.double() * SCALE).to(torch.uint8).flatten().tolist())
+                                     for w in maps)).decode("ascii")
+
+
+def unpack_maps(packed: str, lengths: list[int], num_layers: int, num_heads: int) -> list[torch.Tensor]:
+    """The inverse of :func:`pack_maps` (divided by SCALE). Shape: -> one (L, H, T_b, T_b) float64 per sentence."""
+    raw = torch.tensor(list(base64.b64decode(packed)), dtype=torch.float64) / SCALE
+    sizes = [num_layers * num_heads * n * n for n in lengths]
+    if len(raw) != sum(sizes):
+        raise ValueError(f"{len(raw)} packed weights for sentences of {lengths} tokens, expected {sum(sizes)}")
+    return [w.view(num_layers, num_heads, n, n) for w, n in zip(raw.split(sizes), lengths)]
+
+
 class AttentionHeadBrowser(StaticFallbackWidget):
     """Heatmap of one head's attention weights, an overview of every layer x head, and guided questions.
 
@@ -68,14 +84,14 @@ class AttentionHeadBrowser(StaticFallbackWidget):
     Each question's button scores the open head by :func:`pattern_score` (mean over the sentences)
     against the question's threshold. ``sentence``, ``layer`` and ``head`` (0-based) are synced traits.
 
-    Shape: weights[sentence][layer][head] is a (T, T) nested list of ints, value = weight * 1000.
+    Shape: ``weights`` packs one (L, H, T_b, T_b) map per sentence (:func:`pack_maps`).
     """
 
     _esm_file = "head_browser.js"
 
     sentences = t.List(t.Unicode()).tag(sync=True)
     tokens = t.List(t.List(t.Unicode())).tag(sync=True)
-    weights = t.List(t.List(t.List(t.List(t.List(t.Int()))))).tag(sync=True)
+    weights = t.Unicode().tag(sync=True)
     num_layers = t.Int().tag(sync=True)
     num_heads = t.Int().tag(sync=True)
     sentence = t.Int(0).tag(sync=True)
@@ -95,23 +111,26 @@ class AttentionHeadBrowser(StaticFallbackWidget):
             if w.shape != (n_layers, n_heads, len(toks), len(toks)):
                 raise ValueError(f"maps[{i}] of shape {tuple(w.shape)} must be ({n_layers}, {n_heads}, "
                                  f"{len(toks)}, {len(toks)}) for its {len(toks)} tokens")
+            if not bool(((w >= 0) & (w <= 1)).all()):
+                raise ValueError(f"maps[{i}] must hold attention weights in [0, 1] (no NaN)")
         for name, val, n in (("layer", layer, n_layers), ("head", head, n_heads)):
             if isinstance(val, bool) or not isinstance(val, Integral) or not 0 <= val < n:
                 raise ValueError(f"{name} must be an integer in [0, {n}), got {val!r}")
-        milli = [torch.round(w * SCALE).to(torch.int64).tolist() for w in maps]  # 3 decimals
-        super().__init__(sentences=list(sentences), tokens=[list(x) for x in tokens], weights=milli,
+        super().__init__(sentences=list(sentences), tokens=[list(x) for x in tokens], weights=pack_maps(maps),
                          num_layers=int(n_layers), num_heads=int(n_heads), sentence=0,
                          layer=int(layer), head=int(head), questions=[list(q) for q in QUESTIONS])
 
+    def maps(self) -> list[torch.Tensor]:
+        """The shipped maps, as drawn (to 1/255). Shape: one (L, H, T_b, T_b) float64 tensor per sentence."""
+        return unpack_maps(self.weights, [len(x) for x in self.tokens], self.num_layers, self.num_heads)
+
     def current(self) -> torch.Tensor:
-        """The map on display, as drawn (rounded to 3 decimals). Shape: (T, T) float64, queries ↓ keys →."""
-        w = self.weights[self.sentence][self.layer][self.head]
-        return torch.tensor(w, dtype=torch.float64) / SCALE
+        """The map on display. Shape: (T, T) float64, queries ↓ keys →."""
+        return self.maps()[self.sentence][self.layer, self.head]
 
     def pattern_scores(self, pattern: str) -> torch.Tensor:
         """:func:`pattern_score` of every head on the shipped maps, averaged over the sentences. Shape: (L, H)."""
-        per_sentence = [pattern_score(torch.tensor(w, dtype=torch.float64) / SCALE, pattern)  # (L, H) each
-                        for w in self.weights]
+        per_sentence = [pattern_score(w, pattern) for w in self.maps()]                     # (L, H) each
         return torch.stack(per_sentence).mean(0)
 
     def check_answer(self, question: int) -> tuple[float, bool]:
