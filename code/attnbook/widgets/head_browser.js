@@ -131,7 +131,7 @@ function render({ model, el }) {
         const v = w[i][j] / SCALE;
         const r = svgEl("rect", { x: left + j * cell, y: top + i * cell, width: cell, height: cell,
           fill: viridis(v), class: "cell" });
-        r.dataset.q = i; r.dataset.k = j; r.dataset.w = v.toFixed(3);
+        r.dataset.q = i; r.dataset.k = j; r.dataset.w = v;
         const tip = svgEl("title", {});
         tip.textContent = `${toks[i]} → ${toks[j]}: ${v.toFixed(3)}`;
         r.append(tip);
