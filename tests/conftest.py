@@ -64,11 +64,6 @@ def chapter_pages(html: Path) -> list[Path]:
 LOCAL_SCHEMES = {"data", "blob", "about"}
 
 
-def static_state(page, widget) -> dict:
-    """The state a widget's static-page script was given (the JSON inside ``staticModel({...})``)."""
-    return page.evaluate("""el => JSON.parse(el.nextElementSibling.nextElementSibling.textContent
-                              .match(/staticModel\\((\\{.*?\\})\\)/)[1])""", widget.element_handle())
-
 
 def visit(browser, url):
     """Load a page; return (page, console errors, requests to other hosts)."""

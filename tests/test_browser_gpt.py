@@ -9,7 +9,8 @@ import torch
 
 from attnbook import SamplingWidget
 from attnbook.sampling import sampling_probs
-from conftest import static_state, visit
+from conftest import visit
+from widget_page import set_slider, static_state
 
 pytestmark = [pytest.mark.book, pytest.mark.browser]
 
@@ -23,16 +24,12 @@ def test_sampling_widget_on_the_built_page_matches_attnbook(browser, book_url):
     assert n_prompts >= 2 and n >= 10
     python = SamplingWidget(state["prompts"], state["tokens"], torch.tensor(state["logits"]), state["uniforms"])
 
-    def set_range(cls, value):
-        widget.locator(f"input.{cls}").evaluate("(s, v) => { s.value = v; s.dispatchEvent(new Event('input')); }",
-                                                str(value))
-        return float(widget.locator(f"input.{cls}").input_value())
-
     bars, drawn = [], set()
     for i, log10_t, k, p in ((0, 0.0, 0, 1.0), (0, -0.7, 0, 1.0), (0, 0.5, 0, 1.0), (0, 0.0, 3, 1.0),
                              (0, 0.0, 0, 0.5), (1, 0.3, 8, 0.9), (1, -0.3, 0, 1.0), (n_prompts - 1, 0.6, 0, 0.95)):
         widget.locator("select").select_option(str(i))
-        T, k, p = 10 ** set_range("temperature", log10_t), int(set_range("top_k", k)), set_range("top_p", p)
+        T = 10 ** set_slider(widget.locator("input.temperature"), log10_t)
+        k, p = int(set_slider(widget.locator("input.top_k"), k)), set_slider(widget.locator("input.top_p"), p)
         js = torch.tensor([float(v) for v in widget.locator("rect.bar").evaluate_all("rs => rs.map(r => r.dataset.p)")],
                           dtype=torch.float64)
         z = torch.tensor(state["logits"][i], dtype=torch.float64)

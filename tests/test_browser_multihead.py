@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from attnbook.widgets.head_browser import unpack_maps
-from conftest import static_state, visit
+from conftest import visit
+from widget_page import set_slider, static_state
 
 pytestmark = [pytest.mark.book, pytest.mark.browser]
 
@@ -40,18 +41,14 @@ def test_head_browser_switches_layer_head_sentence_without_a_kernel(browser, boo
         assert all(tok in labels for tok in state["tokens"][s])
         return drawn
 
-    def slide(cls, value):
-        widget.locator(f"input.{cls}").evaluate(
-            "(s, v) => { s.value = v; s.dispatchEvent(new Event('input')); }", str(value))
-
     first = check(state["sentence"], state["layer"], state["head"])
-    slide("layer", 0)
-    slide("head", 2)
+    set_slider(widget.locator("input.layer"), 0)
+    set_slider(widget.locator("input.head"), 2)
     prev_token_head = check(state["sentence"], 0, 2)
     # MiniLM layer 1, head 3 looks at the previous token: every query but [CLS] puts > 0.9 on key q - 1.
     assert all(w > 0.9 for q, k, w, _ in prev_token_head if q >= 1 and k == q - 1)
-    slide("layer", 5)
-    slide("head", 11)
+    set_slider(widget.locator("input.layer"), 5)
+    set_slider(widget.locator("input.head"), 11)
     last = check(state["sentence"], 5, 11)
     assert [c[3] for c in last] != [c[3] for c in prev_token_head]      # the drawing changed
     widget.locator("select.sentence").select_option("2")

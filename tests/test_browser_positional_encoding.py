@@ -9,7 +9,8 @@ import pytest
 import torch
 
 import attnbook
-from conftest import static_state, visit
+from conftest import visit
+from widget_page import static_state
 
 pytestmark = [pytest.mark.book, pytest.mark.browser]
 

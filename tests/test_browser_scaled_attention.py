@@ -7,7 +7,8 @@ import math
 import pytest
 import torch
 
-from conftest import static_state, visit
+from conftest import visit
+from widget_page import static_state
 
 pytestmark = [pytest.mark.book, pytest.mark.browser]
 

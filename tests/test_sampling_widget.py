@@ -10,6 +10,7 @@ import torch
 
 import attnbook
 from attnbook.sampling import sampling_probs
+from widget_page import set_slider
 
 PROMPTS = ["中国", "新华社"]
 TOKENS = [list("的人共政经济发展和国家"), list("北京记者电讯社报道消息")]
@@ -72,18 +73,13 @@ def test_static_page_matches_python_and_redraws(browser, tmp_path):
     page.goto(page_file.as_uri())
     root = page.locator('[data-widget="SamplingWidget"]')
 
-    def set_range(cls, value):
-        root.locator(f"input.{cls}").evaluate("(s, v) => { s.value = v; s.dispatchEvent(new Event('input')); }",
-                                              str(value))
-        return float(root.locator(f"input.{cls}").input_value())
-
     drawn = set()
     for i, log10_t, k, p in ((0, 0.0, 0, 1.0), (0, -0.5, 0, 1.0), (0, 0.0, 2, 1.0), (1, 0.3, 0, 0.6),
                              (1, -0.2, 5, 0.9), (0, 0.6, 0, 0.3)):
         root.locator("select").select_option(str(i))
-        T = 10 ** set_range("temperature", log10_t)
-        k = int(set_range("top_k", k))
-        p = set_range("top_p", p)
+        T = 10 ** set_slider(root.locator("input.temperature"), log10_t)
+        k = int(set_slider(root.locator("input.top_k"), k))
+        p = set_slider(root.locator("input.top_p"), p)
         w.set_controls(T, k, p, prompt_index=i)
         js = [float(v) for v in root.locator("rect.bar").evaluate_all("rs => rs.map(r => r.dataset.p)")]
         assert js == pytest.approx(w.probabilities().tolist(), rel=1e-9, abs=1e-15)

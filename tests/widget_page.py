@@ -21,6 +21,8 @@ def drag(page, slider, fraction: float) -> None:
     page.mouse.up()
 
 
-def set_slider(slider, value) -> None:
-    """Set a range input as a reader's drag would end, firing its input event."""
+def set_slider(slider, value) -> float:
+    """Set a range input as a reader's drag would end, firing its input event; return the value it took
+    (the browser snaps it to the input's step and range)."""
     slider.evaluate("(s, v) => { s.value = v; s.dispatchEvent(new Event('input')); }", str(value))
+    return float(slider.input_value())
