@@ -1,7 +1,7 @@
 // Cross-attention of an encoder–decoder: one input's map for a chosen layer and head (queries ↓ output
 // tokens, keys → source tokens). A step slider picks an output token: its row is outlined and the source
 // characters above are shaded by its weights. Python shipped every map as integer millionths.
-// svgEl comes from common.js, which StaticFallbackWidget prepends.
+// svgEl and rangeRow come from common.js, which StaticFallbackWidget prepends.
 const SCALE = 1e6;
 
 function shade(v) {                               // white (0) to the book's blue #3b6ea5 (1)
@@ -24,33 +24,26 @@ function questionScore(weights, l, h, rows, spans) {   // share of (input, row) 
   return hits / total;
 }
 
-function control(label, el, cls) {
-  el.className = cls;
-  el.setAttribute("aria-label", cls);
-  const row = Object.assign(document.createElement("div"), { className: "attnbook-controls" });
-  const out = Object.assign(document.createElement("span"), { className: `attnbook-readout ${cls}` });
-  row.append(label, el, out);
-  return { row, el, out };
-}
-
 function render({ model, el }) {
   const srcs = model.get("source_tokens"), tgts = model.get("target_tokens"), weights = model.get("weights");
   const L = model.get("num_layers"), H = model.get("num_heads");
   const text = (toks) => toks.filter((x) => x !== "<eos>").join("");
   el.classList.add("attnbook-widget");
 
-  const pick = control("输入 ", document.createElement("select"), "example");
-  pick.el.style.maxWidth = "100%";
-  srcs.forEach((s, i) => pick.el.append(new Option(`${s.join("")} → ${text(tgts[i])}`, i)));
-  const range = (attrs) => Object.assign(document.createElement("input"), { type: "range", step: 1, min: 0, ...attrs });
-  const layer = control("层 ", range({ max: L - 1 }), "layer");
-  const head = control("头 ", range({ max: H - 1 }), "head");
-  const step = control("输出位置 ", range({}), "step");
+  const pickRow = Object.assign(document.createElement("div"), { className: "attnbook-controls" });
+  const pick = Object.assign(document.createElement("select"), { className: "example" });
+  pick.setAttribute("aria-label", "example");
+  pick.style.maxWidth = "100%";
+  srcs.forEach((s, i) => pick.append(new Option(`${s.join("")} → ${text(tgts[i])}`, i)));
+  pickRow.append("输入 ", pick);
+  const layer = rangeRow("层 ", { min: 0, max: L - 1, step: 1 }, "layer");
+  const head = rangeRow("头 ", { min: 0, max: H - 1, step: 1 }, "head");
+  const step = rangeRow("输出位置 ", { min: 0, step: 1 }, "step");
   const strip = Object.assign(document.createElement("div"), { className: "source-strip" });
   strip.style.cssText = "font-size: 1.3em; letter-spacing: 0.1em; margin: 0.3em 0";
   const info = Object.assign(document.createElement("div"), { className: "attnbook-readout info" });
   const svg = svgEl("svg", { width: "100%", role: "img" });
-  el.append(pick.row, layer.row, head.row, step.row, strip, info, svg);
+  el.append(pickRow, layer.row, head.row, step.row, strip, info, svg);
 
   let ask = null;
   if (model.get("question")) {
@@ -74,8 +67,8 @@ function render({ model, el }) {
     const e = model.get("example"), l = model.get("layer"), h = model.get("head");
     const src = srcs[e], tgt = tgts[e], w = weights[e][l][h], T = tgt.length, S = src.length;
     const t = Math.min(model.get("step"), T - 1), row = w[t].map((v) => v / SCALE), j = peak(w[t]);
-    pick.el.value = e; layer.el.value = l; head.el.value = h;
-    step.el.max = T - 1; step.el.value = t;
+    pick.value = e; layer.input.value = l; head.input.value = h;
+    step.input.max = T - 1; step.input.value = t;
     layer.out.textContent = ` ${l + 1}/${L}`;
     head.out.textContent = ` ${h + 1}/${H}`;
     step.out.textContent = ` ${t + 1}/${T}：「${tgt[t]}」`;
@@ -129,10 +122,10 @@ function render({ model, el }) {
   }
 
   const set = (key, value) => { model.set(key, Number(value)); model.save_changes(); };
-  pick.el.addEventListener("change", () => set("example", pick.el.value));
-  layer.el.addEventListener("input", () => set("layer", layer.el.value));
-  head.el.addEventListener("input", () => set("head", head.el.value));
-  step.el.addEventListener("input", () => set("step", step.el.value));
+  pick.addEventListener("change", () => set("example", pick.value));
+  layer.input.addEventListener("input", () => set("layer", layer.input.value));
+  head.input.addEventListener("input", () => set("head", head.input.value));
+  step.input.addEventListener("input", () => set("step", step.input.value));
   for (const key of ["example", "layer", "head", "step"]) model.on(`change:${key}`, draw);
   draw();
 }

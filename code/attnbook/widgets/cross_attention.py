@@ -9,7 +9,7 @@ import torch
 import traitlets as t
 
 from ..decoding import _eval_no_grad, greedy_decode
-from .static import StaticFallbackWidget
+from .static import StaticFallbackWidget, index_in
 
 SCALE = 1_000_000  # weights ship as integer millionths: within 5e-7 of the model's, and a light page
 
@@ -62,12 +62,6 @@ def peak_in_span_share(maps: list[torch.Tensor], rows: list[int], spans: list[tu
     return hits / total
 
 
-def _index(name: str, value, n: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, Integral) or not 0 <= value < n:
-        raise ValueError(f"{name} must be an integer in [0, {n}), got {value!r}")
-    return int(value)
-
-
 class CrossAttentionWidget(StaticFallbackWidget):
     """One input's cross-attention map for a chosen layer and head (queries ↓ output tokens, keys → source
     tokens), a step slider over the output tokens that highlights one row and shades the source characters by
@@ -110,9 +104,9 @@ class CrossAttentionWidget(StaticFallbackWidget):
                                  f"{len(tgt)}, {len(src)}) for its {len(tgt)} target and {len(src)} source tokens")
             if not bool(((w >= 0) & (w <= 1)).all()):
                 raise ValueError(f"maps[{i}] must hold attention weights in [0, 1] (no NaN)")
-        example = _index("example", example, n)
-        state = dict(layer=_index("layer", layer, n_layers), head=_index("head", head, n_heads),
-                     step=_index("step", step, len(target_tokens[example])))
+        example = index_in("example", example, n)
+        state = dict(layer=index_in("layer", layer, n_layers), head=index_in("head", head, n_heads),
+                     step=index_in("step", step, len(target_tokens[example])))
         if question is not None:
             text, rows, spans, threshold = question
             if not isinstance(text, str) or not text or not rows or \

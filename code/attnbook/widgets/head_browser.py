@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import base64
-from numbers import Integral
 from typing import Any
 
 import torch
 import traitlets as t
 
-from .static import StaticFallbackWidget
+from .static import StaticFallbackWidget, index_in
 
 SCALE = 255  # weights ship as one byte each, round(w * 255), base64: 1.33 characters per weight
 
@@ -113,12 +112,10 @@ class AttentionHeadBrowser(StaticFallbackWidget):
                                  f"{len(toks)}, {len(toks)}) for its {len(toks)} tokens")
             if not bool(((w >= 0) & (w <= 1)).all()):
                 raise ValueError(f"maps[{i}] must hold attention weights in [0, 1] (no NaN)")
-        for name, val, n in (("layer", layer, n_layers), ("head", head, n_heads)):
-            if isinstance(val, bool) or not isinstance(val, Integral) or not 0 <= val < n:
-                raise ValueError(f"{name} must be an integer in [0, {n}), got {val!r}")
+        layer, head = index_in("layer", layer, n_layers), index_in("head", head, n_heads)
         super().__init__(sentences=list(sentences), tokens=[list(x) for x in tokens], weights=pack_maps(maps),
                          num_layers=int(n_layers), num_heads=int(n_heads), sentence=0,
-                         layer=int(layer), head=int(head), questions=[list(q) for q in QUESTIONS])
+                         layer=layer, head=head, questions=[list(q) for q in QUESTIONS])
 
     def maps(self) -> list[torch.Tensor]:
         """The shipped maps, as drawn (to 1/255). Shape: one (L, H, T_b, T_b) float64 tensor per sentence."""
@@ -135,8 +132,6 @@ class AttentionHeadBrowser(StaticFallbackWidget):
 
     def check_answer(self, question: int) -> tuple[float, bool]:
         """(score, passed) of the open layer and head for question ``question`` (0-based)."""
-        if isinstance(question, bool) or not isinstance(question, Integral) or not 0 <= question < len(self.questions):
-            raise ValueError(f"question must be an integer in [0, {len(self.questions)}), got {question!r}")
-        pattern, _, threshold = self.questions[question]
+        pattern, _, threshold = self.questions[index_in("question", question, len(self.questions))]
         score = float(self.pattern_scores(pattern)[self.layer, self.head])
         return score, score >= threshold

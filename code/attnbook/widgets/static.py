@@ -13,11 +13,14 @@ import html
 import itertools
 import json
 import math
+from numbers import Integral
 from pathlib import Path
 
 import anywidget
 
 HERE = Path(__file__).parent
+_EXPORT_LINE = "export default { render };"
+_ids = itertools.count()  # deterministic element ids: two builds give identical pages
 
 
 def finite_floats(name: str, xs) -> list[float]:
@@ -26,8 +29,13 @@ def finite_floats(name: str, xs) -> list[float]:
     if not xs or not all(math.isfinite(v) for v in xs):
         raise ValueError(f"{name} must be a non-empty flat list of finite numbers, got {len(xs)} values")
     return xs
-_EXPORT_LINE = "export default { render };"
-_ids = itertools.count()  # deterministic element ids: two builds give identical pages
+
+
+def index_in(name: str, value, n: int) -> int:
+    """``value`` as an int in [0, n) (a layer, head, sentence …); else ValueError naming it and the range."""
+    if isinstance(value, bool) or not isinstance(value, Integral) or not 0 <= value < n:
+        raise ValueError(f"{name} must be an integer in [0, {n}), got {value!r}")
+    return int(value)
 
 
 class StaticFallbackWidget(anywidget.AnyWidget):
