@@ -73,21 +73,24 @@ def found(source: str, piece: str) -> bool:
     return piece in SEED_TEXT[source] if SEED_TEXT is not None else digest(source, piece) in VERIFIED
 
 
+def pieces(quote: str) -> list[str]:
+    """The normalized parts of a quote between its elisions '……' (empty parts dropped)."""
+    return [p for p in map(normalized, quote.split("……")) if p]
+
+
 def unquoted(block: str) -> list[str]:
     """The quotes of a block that no source note named before them contains (elisions '……' allowed)."""
     bad = []
     for quote, named in quotes(block):
-        pieces = [normalized(piece) for piece in quote.split("……") if normalized(piece)]
-        if not named or not all(any(found(n, piece) for n in named) for piece in pieces):
+        if not named or not all(any(found(n, piece) for n in named) for piece in pieces(quote)):
             bad.append(quote[:80])
     return bad
 
 
 def quoted_digests(blocks) -> set[str]:
     """The digest of every (source note, quoted piece) pair the book's errata quote."""
-    return {digest(n, normalized(piece)) for block in blocks for quote, named in quotes(block)
-            for piece in quote.split("……") if normalized(piece) for n in named
-            if SEED_TEXT is None or normalized(piece) in SEED_TEXT[n]}
+    return {digest(n, piece) for block in blocks for quote, named in quotes(block) for piece in pieces(quote)
+            for n in named if SEED_TEXT is None or piece in SEED_TEXT[n]}
 
 
 ENTRIES = appendix_entries((CHAPTERS / "errata.md").read_text(encoding="utf-8"))
@@ -114,7 +117,7 @@ def test_the_quote_check_catches_a_paraphrase_and_a_wrong_source():
     paraphrase = quote[:len(quote) // 2] + "大致" + quote[len(quote) // 2:]
     block = f"**原文**（资料 {min(named)}）：\n\n> {quote}\n\n> {paraphrase}\n"
     assert unquoted(block) == [paraphrase[:80]]
-    wrong = next(n for n in ("000", "001", "002", "003", "004") if not found(n, normalized(quote.split("……")[0])))
+    wrong = next(n for n in ("000", "001", "002", "003", "004") if not found(n, pieces(quote)[0]))
     assert unquoted(block.replace(f"资料 {min(named)}", f"资料 {wrong}"))[0] == quote[:80]
 
 
