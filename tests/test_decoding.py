@@ -8,7 +8,7 @@ import itertools
 import pytest
 import torch
 
-from attnbook import Transformer, beam_search, greedy_decode, sequence_log_prob
+from attnbook import Transformer, beam_search, greedy_decode, sequence_log_prob, shift_right
 
 PAD, BOS, EOS = 0, 1, 2
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
@@ -187,3 +187,14 @@ def test_next_log_probs_in_float32_or_better_without_touching_the_logits(dtype):
     ref = logits.float()
     ref[:, [1, 0]] = float("-inf")
     torch.testing.assert_close(lp, torch.log_softmax(ref, -1))
+
+
+def test_shift_right_puts_bos_first_and_drops_the_last_token():
+    tokens = torch.tensor([[5, 6, 7, EOS], [8, EOS, PAD, PAD]])
+    expected = torch.tensor([[BOS, 5, 6, 7], [BOS, 8, EOS, PAD]])
+    assert torch.equal(shift_right(tokens, BOS), expected)
+    assert torch.equal(shift_right(tokens[:, :1], BOS), torch.full((2, 1), BOS))
+    for bad, got in [(torch.zeros(2, 0, dtype=torch.long), r"\(2, 0\)"), (torch.zeros(3, dtype=torch.long), r"\(3,\)"),
+                     ([[1, 2]], "list")]:
+        with pytest.raises(ValueError, match=f"^tokens must be a \\(B, L\\) tensor with L >= 1, got {got}"):
+            shift_right(bad, BOS)

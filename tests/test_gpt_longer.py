@@ -9,9 +9,12 @@ import sys
 from conftest import ROOT
 
 
-def test_lengthened_run_replaces_the_steps_and_reports_every_checkpoint():
+def test_lengthened_run_replaces_the_settings_and_reports_every_checkpoint():
     out = subprocess.run([sys.executable, str(ROOT / "code" / "booktools" / "gpt_longer.py"), "--steps", "20",
-                          "--every", "10"], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+                          "--every", "10", "--batch", "4", "--min-count", "50"],
+                         capture_output=True, text=True, check=True, cwd=ROOT).stdout
     ngrams = [float(v) for v in re.findall(r"\d-gram ([\d.]+)", out)]
     steps = [int(s) for s in re.findall(r"step +(\d+)", out)]
-    assert len(ngrams) == 3 and ngrams[0] > ngrams[1] > ngrams[2] and steps == [0, 10, 20]
+    assert "20 steps of 4 windows" in out and len(ngrams) == 4 and ngrams[0] > ngrams[1] > ngrams[2] and steps == [0, 10, 20]
+    unk = float(re.search(r"<unk> ([\d.]+) %", out).group(1))
+    assert unk > 1          # min_count=50 took effect: the chapter's own table (min_count=3) leaves ~0.1 % <unk>

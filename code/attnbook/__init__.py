@@ -117,7 +117,7 @@ from .softmax import (
 )
 from .word2vec import CBOW, SkipGram, cbow_loss, sgns_loss, train_word2vec
 from .dates import DateExample, DateTask, SequenceVocab, format_date
-from .decoding import beam_search, greedy_decode, sequence_log_prob
+from .decoding import beam_search, greedy_decode, sequence_log_prob, shift_right
 from .gpt import DecoderOnlyLM, kv_cache_bytes, next_token_loss
 from .ngram import KneserNeyLM
 from .sampling import (
@@ -191,7 +191,7 @@ __all__ = [
     "SkipGram", "CBOW", "sgns_loss", "cbow_loss", "train_word2vec", "GloVe", "cooccurrence_matrix", "glove_loss",
     "train_glove", "FastText", "load_minilm",
     "PositionwiseFeedForward", "EncoderLayer", "DecoderLayer", "Encoder", "Decoder", "Transformer",
-    "LayerCache", "DecoderCache", "greedy_decode", "beam_search", "sequence_log_prob",
+    "LayerCache", "DecoderCache", "greedy_decode", "beam_search", "sequence_log_prob", "shift_right",
     "DateExample", "DateTask", "SequenceVocab", "format_date",
     "label_smoothed_cross_entropy", "teacher_forcing_loss", "noam_lr", "warmup_linear_decay_lr",
     "clip_grad_norm", "fit",

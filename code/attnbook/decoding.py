@@ -19,7 +19,7 @@ from numbers import Integral
 import torch
 from torch import Tensor
 
-__all__ = ["greedy_decode", "beam_search", "sequence_log_prob"]
+__all__ = ["greedy_decode", "beam_search", "sequence_log_prob", "shift_right"]
 
 
 def _eval_no_grad(fn):
@@ -33,6 +33,17 @@ def _eval_no_grad(fn):
         finally:
             model.train(was_training)
     return wrapper
+
+
+def shift_right(tokens: Tensor, bos_id: int) -> Tensor:
+    """The decoder's input for teacher forcing: <bos> y_1 … y_{L-1}, so position t predicts y_t.
+
+    Shape: tokens (B, L) -> (B, L)
+    """
+    if not isinstance(tokens, Tensor) or tokens.dim() != 2 or tokens.size(1) == 0:
+        got = tuple(tokens.shape) if isinstance(tokens, Tensor) else type(tokens).__name__
+        raise ValueError(f"tokens must be a (B, L) tensor with L >= 1, got {got}")
+    return torch.cat([torch.full_like(tokens[:, :1], bos_id), tokens[:, :-1]], 1)
 
 
 def _check(src: Tensor, max_len, bos_id, eos_id, pad_id) -> None:
@@ -157,8 +168,7 @@ def sequence_log_prob(model, src: Tensor, tokens: Tensor, bos_id: int = 1, eos_i
     Shape:
         src: (B, S), tokens: (B, L) -> (B,)
     """
-    tgt_in = torch.cat([torch.full_like(tokens[:, :1], bos_id), tokens[:, :-1]], 1)   # (B, L)
-    logits = model(src, tgt_in)                                                       # (B, L, V)
+    logits = model(src, shift_right(tokens, bos_id))                                  # (B, L, V)                                                       # (B, L, V)
     logp = _next_log_probs(logits.reshape(-1, logits.size(-1)), bos_id, pad_id)
     picked = logp.gather(1, tokens.reshape(-1, 1)).reshape(tokens.shape)              # (B, L)
     keep = ~_after_first_eos(tokens, eos_id)                                          # up to first EOS

@@ -8,7 +8,7 @@ from numbers import Integral
 import torch
 import traitlets as t
 
-from ..decoding import _eval_no_grad, greedy_decode
+from ..decoding import _eval_no_grad, greedy_decode, shift_right
 from .static import StaticFallbackWidget, index_in
 
 SCALE = 1_000_000  # weights ship as integer millionths: within 5e-7 of the model's, and a light page
@@ -31,8 +31,8 @@ def cross_attention_maps(model, sources: list[str], src_vocab, tgt_vocab, max_le
     device = next(model.parameters()).device
     src = src_vocab.encode_batch(list(sources)).to(device)                       # (B, S), right-padded
     tokens, _ = greedy_decode(model, src, max_len, tgt_vocab.BOS, tgt_vocab.EOS, tgt_vocab.PAD)  # (B, T)
-    tgt_in = torch.cat([torch.full_like(tokens[:, :1], tgt_vocab.BOS), tokens[:, :-1]], 1)   # shifted right
-    cross = torch.stack(model.attention_maps(src, tgt_in)["cross"], 1).float().cpu()       # (B, L, H, T, S)
+    cross = model.attention_maps(src, shift_right(tokens, tgt_vocab.BOS))["cross"]    # L tensors (B, H, T, S)
+    cross = torch.stack(cross, 1).float().cpu()                                  # (B, L, H, T, S)
     targets, maps = [], []
     for b, source in enumerate(sources):
         n = int((tokens[b] != tgt_vocab.PAD).sum())          # tokens up to and including <eos>
