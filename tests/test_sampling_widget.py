@@ -49,6 +49,10 @@ def test_tied_candidates_stay_together_and_the_draw_moves():
     (dict(temperature=0.0), "temperature > 0"),
     (dict(top_k=12), "0 <= top_k <= 11"),
     (dict(top_p=0.0), "0 < top_p <= 1"),
+    (dict(top_k=2.5), "an integer 0 <= top_k <= 11 .* got 1.0, 2.5, 1.0"),      # not silently 2
+    (dict(top_k=True), "got 1.0, True, 1.0"),
+    (dict(temperature="1"), "got '1', 0, 1.0"),
+    (dict(top_p=float("nan")), "0 < top_p <= 1"),
 ])
 def test_bad_controls_raise_value_errors(kwargs, words):
     with pytest.raises(ValueError, match=words):
@@ -57,6 +61,14 @@ def test_bad_controls_raise_value_errors(kwargs, words):
         attnbook.SamplingWidget(PROMPTS, TOKENS, LOGITS, [0.5])
     with pytest.raises(ValueError, match=r"\[0, 1\)"):
         attnbook.SamplingWidget(PROMPTS, TOKENS, LOGITS, [0.5, 1.0])
+
+
+@pytest.mark.parametrize("index", [2, -1, 1.5, True])
+def test_a_prompt_index_outside_the_prompts_is_named(index):
+    w = widget()
+    with pytest.raises(ValueError, match=rf"^prompt_index must be an integer in \[0, 2\), got {index!r}"):
+        w.set_controls(1.0, 0, 1.0, prompt_index=index)
+    assert w.prompt_index == 0
 
 
 @pytest.mark.browser

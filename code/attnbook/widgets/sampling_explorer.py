@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+from numbers import Integral, Real
 
 import torch
 import traitlets as t
 
 from ..sampling import sampling_probs
-from .static import StaticFallbackWidget
+from .static import StaticFallbackWidget, index_in
 
 
 class SamplingWidget(StaticFallbackWidget):
@@ -55,11 +56,13 @@ class SamplingWidget(StaticFallbackWidget):
     def set_controls(self, temperature: float, top_k: int, top_p: float, prompt_index: int | None = None) -> None:
         """Set the controls (checked as the sampling functions check them; top_k 0 and top_p 1 mean off)."""
         n = len(self.logits[0])
-        if not 0 < temperature < math.inf or not 0 <= top_k <= n or not 0 < top_p <= 1:
-            raise ValueError(f"need temperature > 0, 0 <= top_k <= {n} and 0 < top_p <= 1, "
-                             f"got {temperature}, {top_k}, {top_p}")
-        if prompt_index is not None and not 0 <= prompt_index < len(self.prompts):
-            raise ValueError(f"prompt_index must lie in [0, {len(self.prompts)}), got {prompt_index}")
+        number = lambda x: isinstance(x, Real) and not isinstance(x, bool)
+        if not (number(temperature) and 0 < temperature < math.inf and number(top_k) and isinstance(top_k, Integral)
+                and 0 <= top_k <= n and number(top_p) and 0 < top_p <= 1):
+            raise ValueError(f"need temperature > 0, an integer 0 <= top_k <= {n} and 0 < top_p <= 1, "
+                             f"got {temperature!r}, {top_k!r}, {top_p!r}")
+        if prompt_index is not None:
+            index_in("prompt_index", prompt_index, len(self.prompts))
         with self.hold_trait_notifications():
             self.temperature, self.top_k, self.top_p = float(temperature), int(top_k), float(top_p)
             if prompt_index is not None:
