@@ -35,9 +35,11 @@ def test_observe_sees_slider_changes():
 @pytest.mark.parametrize("kwargs, message", [
     (dict(max_len=1), "max_len must be an integer >= 2"),
     (dict(d_model=0), "d_model must be an integer >= 1"),
-    (dict(max_len=8, position=8), "0 <= position < max_len=8"),
-    (dict(d_model=4, dim=4), "0 <= dim < d_model=4"),
+    (dict(max_len=8, position=8), r"^position must be an integer in \[0, 8\), got 8"),
+    (dict(position=2.5), r"^position must be an integer in \[0, 64\), got 2.5"),        # not a TraitError
+    (dict(d_model=4, dim=4), r"^dim must be an integer in \[0, 4\), got 4"),
     (dict(base=1.0), "base must be a finite number > 1"),
+    (dict(base="1e4"), "base must be a finite number > 1, got '1e4'"),                   # not a TypeError
 ])
 def test_bad_arguments_raise_value_error(kwargs, message):
     with pytest.raises(ValueError, match=message):

@@ -4,12 +4,13 @@ and the dot product PE(pos)·PE(t)."""
 from __future__ import annotations
 
 import math
+from numbers import Integral, Real
 
 import torch
 import traitlets as t
 
 from ..positional import sinusoidal_encoding
-from .static import StaticFallbackWidget
+from .static import StaticFallbackWidget, index_in
 
 
 class SinusoidalExplorerWidget(StaticFallbackWidget):
@@ -32,14 +33,14 @@ class SinusoidalExplorerWidget(StaticFallbackWidget):
     def __init__(self, max_len: int = 64, d_model: int = 32, position: int = 10, dim: int = 4,
                  base: float = 10000.0):
         for name, v, lo in (("max_len", max_len, 2), ("d_model", d_model, 1)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+            if isinstance(v, bool) or not isinstance(v, Integral) or v < lo:
                 raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
-        if not 0 <= position < max_len or not 0 <= dim < d_model:
-            raise ValueError(f"need 0 <= position < max_len={max_len} and 0 <= dim < d_model={d_model}, "
-                             f"got position={position}, dim={dim}")
-        if not (math.isfinite(base) and base > 1):
+        index_in("position", position, max_len)
+        index_in("dim", dim, d_model)
+        if isinstance(base, bool) or not isinstance(base, Real) or not (math.isfinite(base) and base > 1):
             raise ValueError(f"base must be a finite number > 1, got {base!r}")
-        super().__init__(max_len=max_len, d_model=d_model, base=float(base), position=position, dim=dim)
+        super().__init__(max_len=int(max_len), d_model=int(d_model), base=float(base), position=int(position),
+                         dim=int(dim))
 
     def table(self) -> torch.Tensor:
         """The full encoding computed by the package in float64 (the page's numbers must agree)."""
