@@ -65,6 +65,7 @@ def test_score_depends_on_n_minus_m_only():
     (dict(q=[1.0, 2.0], k=[1.0, 2.0], pair=1), r"pair must be an integer in \[0, 0\]"),
     (dict(q=[1.0, 2.0], k=[1.0, 2.0], max_pos=0), "max_pos must be an integer >= 1"),
     (dict(q=[1.0, 2.0], k=[1.0, 2.0], base=1.0), "base must be a finite number > 1"),
+    (dict(q=[1.0, 2.0], k=[1.0, 2.0], base="1e4"), "base must be a finite number > 1, got '1e4'"),   # not a TypeError
 ])
 def test_bad_arguments_raise_value_error(kwargs, message):
     with pytest.raises(ValueError, match=message):

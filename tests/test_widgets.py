@@ -37,6 +37,8 @@ def test_observe_sees_temperature_changes():
     (dict(logits=[1.0, 2.0], labels=["a"]), "1 labels for 2 logits"),
     (dict(logits=[1.0, 2.0], temperature=0.0), "0 < t_min"),
     (dict(logits=[1.0, 2.0], temperature=50.0), "t_max"),
+    (dict(logits=[1.0, 2.0], temperature="2"), "got 0.05, '2', 20.0"),            # not a TypeError
+    (dict(logits=[1.0, 2.0], temperature=float("nan")), "t_max, got 0.05, nan"),
 ])
 def test_bad_arguments_raise_value_error(kwargs, message):
     with pytest.raises(ValueError, match=message):

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import math
+from numbers import Real
 
 import torch
 import traitlets as t
 
 from ..softmax import entropy, softmax
-from .static import StaticFallbackWidget
+from .static import StaticFallbackWidget, finite_floats
 
 
 class SoftmaxTemperatureWidget(StaticFallbackWidget):
@@ -30,14 +30,13 @@ class SoftmaxTemperatureWidget(StaticFallbackWidget):
     t_max = t.Float(20.0).tag(sync=True)
 
     def __init__(self, logits, labels=None, temperature=1.0, t_min=0.05, t_max=20.0):
-        z = [float(v) for v in (logits.tolist() if hasattr(logits, "tolist") else logits)]
-        if not z or not all(math.isfinite(v) for v in z):
-            raise ValueError(f"logits must be a non-empty list of finite numbers, got {z}")
+        z = finite_floats("logits", logits)
         labels = list(labels) if labels is not None else [f"z{i + 1}" for i in range(len(z))]
         if len(labels) != len(z):
             raise ValueError(f"{len(labels)} labels for {len(z)} logits")
-        if not 0 < t_min <= temperature <= t_max:
-            raise ValueError(f"need 0 < t_min <= temperature <= t_max, got {t_min}, {temperature}, {t_max}")
+        numbers = all(isinstance(v, Real) and not isinstance(v, bool) for v in (t_min, temperature, t_max))
+        if not (numbers and 0 < t_min <= temperature <= t_max):
+            raise ValueError(f"need 0 < t_min <= temperature <= t_max, got {t_min!r}, {temperature!r}, {t_max!r}")
         super().__init__(logits=z, labels=[str(s) for s in labels], temperature=float(temperature),
                          t_min=float(t_min), t_max=float(t_max))
 
