@@ -17,4 +17,4 @@ def test_lengthened_run_replaces_the_settings_and_reports_every_checkpoint():
     steps = [int(s) for s in re.findall(r"step +(\d+)", out)]
     assert "20 steps of 4 windows" in out and len(ngrams) == 4 and ngrams[0] > ngrams[1] > ngrams[2] and steps == [0, 10, 20]
     unk = float(re.search(r"<unk> ([\d.]+) %", out).group(1))
-    assert unk > 1          # min_count=50 took effect: the chapter's own table (min_count=3) leaves ~0.1 % <unk>
+    assert unk > 1.3        # min_count=50 took effect: the chapter's own table (min_count=20) leaves 0.7–0.9 % <unk>

@@ -3,6 +3,7 @@ clip_grad_norm_, the schedules vs their formulas, teacher forcing vs a position-
 
 from __future__ import annotations
 
+import copy
 import math
 
 import pytest
@@ -127,3 +128,27 @@ def test_fit_follows_the_schedule_and_prints_to_stdout(capsys):
     assert not model.training
     with pytest.raises(ValueError, match="steps must be a positive integer"):
         fit(model, lambda s: (x, y), lambda m, a, b: m(a).sum(), opt, 0)
+
+
+def test_fit_steps_every_optimizer_with_each_groups_lr_scale():
+    torch.manual_seed(3)
+    model = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 1))
+    reference = copy.deepcopy(model)
+    x, y = torch.randn(16, 3), torch.randn(16)
+    loss_fn = lambda m, a, b: F.mse_loss(m(a).squeeze(-1), b)   # noqa: E731
+    first = torch.optim.SGD([dict(params=model[0].parameters(), lr_scale=3.0)], lr=0.0)
+    second = torch.optim.SGD(model[1].parameters(), lr=0.0)
+    hist = fit(model, lambda s: (x, y), loss_fn, [first, second], 5, lr_schedule=lambda s: 0.01 * s)
+    assert hist["lr"] == [0.01 * s * 3.0 for s in range(1, 6)]                # the first group: scaled
+    for s in range(1, 6):                                          # the same by hand: plain SGD, two rates
+        reference.zero_grad()
+        loss_fn(reference, x, y).backward()
+        with torch.no_grad():
+            for layer, scale in ((reference[0], 3.0), (reference[1], 1.0)):
+                for p in layer.parameters():
+                    p -= 0.01 * s * scale * p.grad
+    for p, q in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-6, atol=1e-7)
+    for bad in ([], [first, "adam"]):
+        with pytest.raises(ValueError, match="optimizer must be a torch optimizer or a non-empty list"):
+            fit(model, lambda s: (x, y), loss_fn, bad, 1)

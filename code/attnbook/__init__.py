@@ -119,6 +119,7 @@ from .word2vec import CBOW, SkipGram, cbow_loss, sgns_loss, train_word2vec
 from .dates import DateExample, DateTask, SequenceVocab, format_date
 from .decoding import beam_search, greedy_decode, sequence_log_prob, shift_right
 from .gpt import DecoderOnlyLM, kv_cache_bytes, next_token_loss
+from .muon import Muon, muon_param_groups, newton_schulz
 from .ngram import KneserNeyLM
 from .sampling import (
     apply_temperature,
@@ -195,7 +196,7 @@ __all__ = [
     "DateExample", "DateTask", "SequenceVocab", "format_date",
     "label_smoothed_cross_entropy", "teacher_forcing_loss", "noam_lr", "warmup_linear_decay_lr",
     "clip_grad_norm", "fit",
-    "DecoderOnlyLM", "kv_cache_bytes", "next_token_loss", "KneserNeyLM", "apply_temperature", "filter_logits",
+    "DecoderOnlyLM", "kv_cache_bytes", "next_token_loss", "Muon", "muon_param_groups", "newton_schulz", "KneserNeyLM", "apply_temperature", "filter_logits",
     "greedy_next", "sample_next", "sampling_probs", "top_k_filter", "top_p_filter", "tokens_per_char", "train_bpe",
     "SamplingWidget",
 ]

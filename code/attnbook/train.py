@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from numbers import Real
 
 import torch
@@ -111,19 +111,26 @@ def clip_grad_norm(parameters: Iterable[nn.Parameter], max_norm: float) -> Tenso
 
 
 def fit(model: nn.Module, batch_fn: Callable[[int], tuple], loss_fn: Callable[..., Tensor],
-        optimizer: torch.optim.Optimizer, steps: int, lr_schedule: Callable[[int], float] | None = None,
-        max_grad_norm: float | None = None, log_every: int = 0, out=None) -> dict[str, list]:
+        optimizer: torch.optim.Optimizer | Sequence[torch.optim.Optimizer], steps: int,
+        lr_schedule: Callable[[int], float] | None = None, max_grad_norm: float | None = None,
+        log_every: int = 0, out=None) -> dict[str, list]:
     """A plain training loop: batch -> loss -> backward -> clip -> step, with a progress line.
 
     ``batch_fn(step)`` returns a tuple of tensors (moved to the model's device);
-    ``loss_fn(model, *batch)`` returns a scalar. ``lr_schedule(step)`` (steps from 1) sets every
-    parameter group's learning rate before the update. Every ``log_every`` steps (0 = never) a
-    line goes to ``out`` (default: the current sys.stdout; the book's build fails on anything on stderr).
+    ``loss_fn(model, *batch)`` returns a scalar. ``optimizer`` may be several (e.g. Muon for the hidden
+    matrices, AdamW for the rest), all stepped after each backward pass. ``lr_schedule(step)`` (steps from 1)
+    sets every parameter group's learning rate before the update, times the group's ``lr_scale`` (default 1).
+    Every ``log_every`` steps (0 = never) a line goes to ``out`` (default: the current sys.stdout; the book's
+    build fails on anything on stderr).
 
-    Returns {"loss", "lr", "grad_norm" (before clipping), "seconds" (since the start)}, one entry per step.
+    Returns {"loss", "lr" (the first group's), "grad_norm" (before clipping), "seconds" (since the start)},
+    one entry per step.
     """
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps must be a positive integer, got {steps!r}")
+    optimizers = list(optimizer) if isinstance(optimizer, Sequence) else [optimizer]
+    if not optimizers or not all(isinstance(o, torch.optim.Optimizer) for o in optimizers):
+        raise ValueError(f"optimizer must be a torch optimizer or a non-empty list of them, got {optimizer!r}")
     device = next(model.parameters()).device
     params = [p for p in model.parameters() if p.requires_grad]
     hist: dict[str, list] = {"loss": [], "lr": [], "grad_norm": [], "seconds": []}
@@ -131,19 +138,22 @@ def fit(model: nn.Module, batch_fn: Callable[[int], tuple], loss_fn: Callable[..
     start = time.perf_counter()
     for step in range(1, steps + 1):
         if lr_schedule is not None:
-            for group in optimizer.param_groups:
-                group["lr"] = lr_schedule(step)
+            lr = lr_schedule(step)
+            for group in (g for o in optimizers for g in o.param_groups):
+                group["lr"] = lr * group.get("lr_scale", 1.0)
         batch = tuple(x.to(device) for x in batch_fn(step))
         loss = loss_fn(model, *batch)
-        optimizer.zero_grad(set_to_none=True)
+        for o in optimizers:
+            o.zero_grad(set_to_none=True)
         loss.backward()
         if max_grad_norm is not None:
             norm = clip_grad_norm(params, max_grad_norm)
         else:
             norm = _global_norm([p.grad for p in params if p.grad is not None])
-        optimizer.step()
+        for o in optimizers:
+            o.step()
         hist["loss"].append(loss.item())
-        hist["lr"].append(optimizer.param_groups[0]["lr"])
+        hist["lr"].append(optimizers[0].param_groups[0]["lr"])
         hist["grad_norm"].append(float(norm))
         hist["seconds"].append(time.perf_counter() - start)
         if log_every and (step % log_every == 0 or step == steps):
