@@ -75,6 +75,8 @@ def test_bad_input_is_named():
         Muon([torch.nn.Parameter(torch.zeros(2, 2))], lr=-0.1)
     with pytest.raises(ValueError, match=r"momentum must be < 1, got 1.0"):
         Muon([torch.nn.Parameter(torch.zeros(2, 2))], momentum=1.0)
+    with pytest.raises(ValueError, match=r"ns_steps must be a positive integer, got 2.5"):
+        Muon([torch.nn.Parameter(torch.zeros(2, 2))], ns_steps=2.5)     # at construction, not at the first step
     with pytest.raises(ValueError, match=r"2-D floating-point matrix, got torch.int64 \(2, 2\)"):
         newton_schulz(torch.zeros(2, 2, dtype=torch.long))
     with pytest.raises(ValueError, match=r"2-D floating-point matrix, got torch.float32 \(2, 2, 2\)"):

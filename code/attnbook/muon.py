@@ -62,6 +62,8 @@ class Muon(torch.optim.Optimizer):
                 raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
         if not momentum < 1:
             raise ValueError(f"momentum must be < 1, got {momentum!r}")
+        if isinstance(ns_steps, bool) or not isinstance(ns_steps, Integral) or ns_steps < 1:
+            raise ValueError(f"ns_steps must be a positive integer, got {ns_steps!r}")
         super().__init__(params, dict(lr=lr, momentum=momentum, nesterov=bool(nesterov),
                                       weight_decay=weight_decay, ns_steps=ns_steps))
         for group in self.param_groups:
