@@ -196,7 +196,8 @@ __all__ = [
     "DateExample", "DateTask", "SequenceVocab", "format_date",
     "label_smoothed_cross_entropy", "teacher_forcing_loss", "noam_lr", "warmup_linear_decay_lr",
     "clip_grad_norm", "fit",
-    "DecoderOnlyLM", "kv_cache_bytes", "next_token_loss", "Muon", "muon_param_groups", "newton_schulz", "KneserNeyLM", "apply_temperature", "filter_logits",
+    "DecoderOnlyLM", "kv_cache_bytes", "next_token_loss", "Muon", "muon_param_groups", "newton_schulz",
+    "KneserNeyLM", "apply_temperature", "filter_logits",
     "greedy_next", "sample_next", "sampling_probs", "top_k_filter", "top_p_filter", "tokens_per_char", "train_bpe",
     "SamplingWidget",
 ]

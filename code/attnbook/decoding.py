@@ -168,7 +168,7 @@ def sequence_log_prob(model, src: Tensor, tokens: Tensor, bos_id: int = 1, eos_i
     Shape:
         src: (B, S), tokens: (B, L) -> (B,)
     """
-    logits = model(src, shift_right(tokens, bos_id))                                  # (B, L, V)                                                       # (B, L, V)
+    logits = model(src, shift_right(tokens, bos_id))                                  # (B, L, V)
     logp = _next_log_probs(logits.reshape(-1, logits.size(-1)), bos_id, pad_id)
     picked = logp.gather(1, tokens.reshape(-1, 1)).reshape(tokens.shape)              # (B, L)
     keep = ~_after_first_eos(tokens, eos_id)                                          # up to first EOS

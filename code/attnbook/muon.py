@@ -39,10 +39,10 @@ def newton_schulz(g: Tensor, steps: int = 5, eps: float = 1e-7) -> Tensor:
     if isinstance(steps, bool) or not isinstance(steps, Integral) or steps < 1:
         raise ValueError(f"steps must be a positive integer, got {steps!r}")
     a, b, c = NS_COEFFICIENTS
-    x = g.float() if g.dtype in (torch.float16, torch.bfloat16) else g.clone()
+    x = g.float() if g.dtype in (torch.float16, torch.bfloat16) else g
     wide = x.size(0) <= x.size(1)
     x = x if wide else x.T                                   # iterate on the (short, long) side: X X^T is small
-    x = x / x.norm().clamp_min(eps)
+    x = x / x.norm().clamp_min(eps)                          # a new tensor: g is never written to
     for _ in range(steps):
         gram = x @ x.T                                       # (min(A, B), min(A, B))
         x = a * x + (b * gram + c * gram @ gram) @ x
