@@ -4,13 +4,13 @@ and the dot product PE(pos)·PE(t)."""
 from __future__ import annotations
 
 import math
-from numbers import Integral, Real
+from numbers import Integral
 
 import torch
 import traitlets as t
 
 from ..positional import sinusoidal_encoding
-from .static import StaticFallbackWidget, index_in
+from .static import StaticFallbackWidget, index_in, is_number
 
 
 class SinusoidalExplorerWidget(StaticFallbackWidget):
@@ -37,7 +37,7 @@ class SinusoidalExplorerWidget(StaticFallbackWidget):
                 raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
         index_in("position", position, max_len)
         index_in("dim", dim, d_model)
-        if isinstance(base, bool) or not isinstance(base, Real) or not (math.isfinite(base) and base > 1):
+        if not (is_number(base) and math.isfinite(base) and base > 1):
             raise ValueError(f"base must be a finite number > 1, got {base!r}")
         super().__init__(max_len=int(max_len), d_model=int(d_model), base=float(base), position=int(position),
                          dim=int(dim))

@@ -4,13 +4,13 @@ rotated q and k in that pair's plane and the score <rot(q, m), rot(k, n)>, which
 from __future__ import annotations
 
 import math
-from numbers import Integral, Real
+from numbers import Integral
 
 import torch
 import traitlets as t
 
 from ..positional import apply_rotary
-from .static import StaticFallbackWidget, finite_floats
+from .static import StaticFallbackWidget, finite_floats, is_number
 
 
 def _vector(name, x) -> list[float]:
@@ -50,7 +50,7 @@ class RotaryWidget(StaticFallbackWidget):
         for name, v, hi in (("m", m, max_pos), ("n", n, max_pos), ("pair", pair, len(q) // 2 - 1)):
             if isinstance(v, bool) or not isinstance(v, Integral) or not 0 <= v <= hi:
                 raise ValueError(f"{name} must be an integer in [0, {hi}], got {v!r}")
-        if isinstance(base, bool) or not isinstance(base, Real) or not (math.isfinite(base) and base > 1):
+        if not (is_number(base) and math.isfinite(base) and base > 1):
             raise ValueError(f"base must be a finite number > 1, got {base!r}")
         super().__init__(q=q, k=k, m=int(m), n=int(n), pair=int(pair), max_pos=int(max_pos), base=float(base))
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import math
-from numbers import Integral, Real
+from numbers import Integral
 
 import torch
 import traitlets as t
 
 from ..sampling import sampling_probs
-from .static import StaticFallbackWidget, index_in
+from .static import StaticFallbackWidget, index_in, is_number
 
 
 class SamplingWidget(StaticFallbackWidget):
@@ -56,9 +56,8 @@ class SamplingWidget(StaticFallbackWidget):
     def set_controls(self, temperature: float, top_k: int, top_p: float, prompt_index: int | None = None) -> None:
         """Set the controls (checked as the sampling functions check them; top_k 0 and top_p 1 mean off)."""
         n = len(self.logits[0])
-        number = lambda x: isinstance(x, Real) and not isinstance(x, bool)
-        if not (number(temperature) and 0 < temperature < math.inf and number(top_k) and isinstance(top_k, Integral)
-                and 0 <= top_k <= n and number(top_p) and 0 < top_p <= 1):
+        if not (is_number(temperature) and 0 < temperature < math.inf and is_number(top_k)
+                and isinstance(top_k, Integral) and 0 <= top_k <= n and is_number(top_p) and 0 < top_p <= 1):
             raise ValueError(f"need temperature > 0, an integer 0 <= top_k <= {n} and 0 < top_p <= 1, "
                              f"got {temperature!r}, {top_k!r}, {top_p!r}")
         if prompt_index is not None:

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from numbers import Real
-
 import torch
 import traitlets as t
 
 from ..softmax import entropy, softmax
-from .static import StaticFallbackWidget, finite_floats
+from .static import StaticFallbackWidget, finite_floats, is_number
 
 
 class SoftmaxTemperatureWidget(StaticFallbackWidget):
@@ -34,8 +32,7 @@ class SoftmaxTemperatureWidget(StaticFallbackWidget):
         labels = list(labels) if labels is not None else [f"z{i + 1}" for i in range(len(z))]
         if len(labels) != len(z):
             raise ValueError(f"{len(labels)} labels for {len(z)} logits")
-        numbers = all(isinstance(v, Real) and not isinstance(v, bool) for v in (t_min, temperature, t_max))
-        if not (numbers and 0 < t_min <= temperature <= t_max):
+        if not (all(map(is_number, (t_min, temperature, t_max))) and 0 < t_min <= temperature <= t_max):
             raise ValueError(f"need 0 < t_min <= temperature <= t_max, got {t_min!r}, {temperature!r}, {t_max!r}")
         super().__init__(logits=z, labels=[str(s) for s in labels], temperature=float(temperature),
                          t_min=float(t_min), t_max=float(t_max))

@@ -13,7 +13,7 @@ import html
 import itertools
 import json
 import math
-from numbers import Integral
+from numbers import Integral, Real
 from pathlib import Path
 
 import anywidget
@@ -29,6 +29,11 @@ def finite_floats(name: str, xs) -> list[float]:
     if not xs or not all(math.isfinite(v) for v in xs):
         raise ValueError(f"{name} must be a non-empty flat list of finite numbers, got {len(xs)} values")
     return xs
+
+
+def is_number(x) -> bool:
+    """A real number, but not a bool (True would otherwise pass as 1)."""
+    return isinstance(x, Real) and not isinstance(x, bool)
 
 
 def index_in(name: str, value, n: int) -> int:
