@@ -1,0 +1,71 @@
+"""How long each chapter's main text is: CJK characters outside code and outside collapsed blocks.
+
+What a reader who never opens a dropdown reads: front matter, code cells, ``literalinclude`` and glossary
+blocks, every block with ``:class: dropdown`` (solutions, side notes) are left out; exercises count.
+``python code/booktools/main_text.py`` prints a Markdown table; ``--max N`` exits 1 when a chapter exceeds N.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
+OPEN = re.compile(r"^(`{3,}|:{3,})\{([\w-]+)\}")
+SKIPPED = {"code-cell", "literalinclude", "glossary", "solution", "bibliography"}
+EXEMPT = {"glossary", "errata", "bibliography", "provenance", "gallery", "index", "notation"}
+
+
+def main_text(source: str) -> str:
+    """The lines of a MyST chapter that a reader sees without opening anything."""
+    lines = source.splitlines()
+    if lines and lines[0] == "---":  # front matter
+        end = lines.index("---", 1)
+        lines = lines[end + 1:]
+    kept, stack = [], []  # stack: (fence, skipped) of the open directive blocks
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        opened = OPEN.match(line)
+        if opened:
+            fence, name = opened.groups()
+            options = []
+            j = i + 1
+            while j < len(lines) and lines[j].startswith(":") and not lines[j].startswith(":::"):
+                options.append(lines[j])
+                j += 1
+            skipped = name in SKIPPED or any(o.startswith(":class:") and "dropdown" in o for o in options)
+            stack.append((fence, skipped or any(s for _, s in stack)))
+            i = j
+            continue
+        if stack and line.strip() == stack[-1][0]:
+            stack.pop()
+        elif not (stack and stack[-1][1]):
+            kept.append(line)
+        i += 1
+    return "\n".join(kept)
+
+
+def count(path: Path) -> int:
+    return len(CJK.findall(main_text(path.read_text(encoding="utf-8"))))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--max", type=int, default=None, help="fail when a chapter (appendices exempt) exceeds it")
+    args = parser.parse_args()
+    rows = [(p.stem, count(p)) for p in sorted((ROOT / "chapters").glob("*.md"))]
+    print("| chapter | CJK characters in the main text |\n| --- | ---: |")
+    for name, n in rows:
+        print(f"| {name} | {n:,} |")
+    over = [name for name, n in rows if args.max and name not in EXEMPT and n > args.max]
+    if over:
+        print(f"over {args.max}: {', '.join(over)}", file=sys.stderr)
+    return 1 if over else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
