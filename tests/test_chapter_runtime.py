@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -75,6 +76,31 @@ def test_check_expect_and_bad_arguments():
         attnbook.check("两者", 1.0, low=0, expect=1)
     with pytest.raises(ValueError, match="real number"):
         attnbook.check("字符串", "0.5", low=0)
+
+
+@pytest.mark.parametrize("strict", [{"ATTNBOOK_GLUE": "1"}, {"ATTNBOOK_STRICT_TIMING": "1"}])
+def test_a_failing_timing_claim_raises_in_the_build_and_in_robustness(monkeypatch, strict):
+    for name in ("ATTNBOOK_GLUE", "ATTNBOOK_STRICT_TIMING"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in strict.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(attnbook.ClaimError, match="缓存更快"):
+        attnbook.check("缓存更快", 0.99, 1.0, timing=True)
+
+
+def test_a_failing_timing_claim_only_warns_in_a_readers_notebook(monkeypatch):
+    for name in ("ATTNBOOK_GLUE", "ATTNBOOK_STRICT_TIMING"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.warns(attnbook.TimingWarning) as caught:
+        assert attnbook.check("缓存更快", 0.99, 1.0, timing=True) == 0.99
+    message = str(caught[0].message)
+    assert "缓存更快" in message and "期望：> 1" in message and "本次测得：0.99" in message and "继续运行" in message
+    # A value claim still stops the reader's notebook, and a timing claim that holds says nothing.
+    with pytest.raises(attnbook.ClaimError):
+        attnbook.check("准确率高于基线", 0.5, 0.9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        attnbook.check("缓存更快", 1.5, 1.0, timing=True)
 
 
 GLUE_SCRIPT = """

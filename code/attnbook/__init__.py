@@ -20,7 +20,7 @@ from .benchmark import (
     time_interleaved,
 )
 from .book import device_name, generator, glue, pick_device, provenance, seed, seed_everything, seed_shift, start_chapter
-from .claims import ClaimError, check
+from .claims import ClaimError, TimingWarning, check
 from .classifier import (
     CharVocab,
     LogisticRegression,
@@ -157,7 +157,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "device_name", "generator", "glue", "pick_device", "provenance", "seed", "seed_everything", "seed_shift",
-    "start_chapter", "ClaimError", "check",
+    "start_chapter", "ClaimError", "TimingWarning", "check",
     "cross_entropy", "entmax15", "entropy", "log_softmax", "logsumexp", "masked_softmax",
     "naive_softmax", "softmax", "softmax_jacobian", "sparsemax", "topk_softmax",
     "SoftmaxTemperatureWidget",

@@ -10,6 +10,10 @@ as Markdown, and exits 1 if any cell of the matrix failed.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import random
+import subprocess
 import sys
 from pathlib import Path
 
@@ -19,14 +23,48 @@ import nbformat
 from notebooks import ROOT, chapter_sources
 from run_notebooks import Run, execute_all
 
-VARIANTS = {
-    "seed+1": {"ATTNBOOK_SEED_SHIFT": "1"},
-    "seed+2": {"ATTNBOOK_SEED_SHIFT": "2"},
-    "seed+3": {"ATTNBOOK_SEED_SHIFT": "3"},
-    "cpu=default": {"ATEN_CPU_CAPABILITY": "default"},
-    "cpu=avx2": {"ATEN_CPU_CAPABILITY": "avx2"},
-    "cpu=avx512": {"ATEN_CPU_CAPABILITY": "avx512"},
-}
+STRICT_TIMING = "ATTNBOOK_STRICT_TIMING"  # read by attnbook.claims
+
+VARIANTS = ["seed+1", "seed+2", "seed+3", "cpu=default", "cpu=avx2", "cpu=avx512"]
+BUSY_VARIANTS = ["busy/cpu=default/seed+1", "busy/cpu=default/seed+2", "busy/cpu=default/seed+3"]
+
+
+def variant_env(variant: str, rng: random.Random) -> tuple[str, dict[str, str], bool]:
+    """``seed+N`` / ``seed+random`` / ``cpu=X`` / ``busy``, joined by "/" -> (name, environment, busy).
+
+    ``seed+random`` draws a shift in 4..99 (shifts no threshold was read from) and names it, so a failure
+    can be replayed with ``--variants seed+N``.
+    """
+    env, busy, parts = {}, False, []
+    for part in variant.split("/"):
+        if part == "busy":
+            busy = True
+        elif part.startswith("cpu=") and part[4:] in ("default", "avx2", "avx512"):
+            env["ATEN_CPU_CAPABILITY"] = part[4:]
+        elif part == "seed+random":
+            part = f"seed+{rng.randint(4, 99)}"
+            env["ATTNBOOK_SEED_SHIFT"] = part[5:]
+        elif part.startswith("seed+") and part[5:].isdigit():
+            env["ATTNBOOK_SEED_SHIFT"] = part[5:]
+        else:
+            raise ValueError(f"unknown variant part {part!r} in {variant!r} (seed+N, seed+random, cpu=default|avx2|avx512, busy)")
+        parts.append(part)
+    env[STRICT_TIMING] = "1"  # timing claims fail here, as in the book build
+    return "/".join(parts), env, busy
+
+
+@contextlib.contextmanager
+def busy_cores():
+    """Keep every core busy with a spinning process (stopped by process id when the block ends)."""
+    spin = [sys.executable, "-c", "while True: pass"]
+    procs = [subprocess.Popen(spin) for _ in range(os.cpu_count() or 1)]
+    print(f"busy: {len(procs)} spinning processes, pids {[p.pid for p in procs]}", flush=True)
+    try:
+        yield
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
 
 
 def first_line(message: str) -> str:
@@ -45,22 +83,37 @@ def table(runs: list[Run], chapters: list[str], variants: list[str]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated, from: " + ", ".join(VARIANTS))
+    parser.add_argument("--variants", default=",".join(VARIANTS),
+                        help="comma-separated; each is parts joined by '/': seed+N, seed+random, cpu=default|avx2|avx512, "
+                             "busy (every core kept busy meanwhile). 'busy' alone stands for " + ",".join(BUSY_VARIANTS))
+    parser.add_argument("--seed", type=int, default=None, help="seeds the draw of seed+random (default: fresh)")
     parser.add_argument("--chapters", default="", help="comma-separated chapter names (default: every chapter)")
     parser.add_argument("--out", type=Path, default=ROOT / "_build" / "robustness.md")
     parser.add_argument("--workers", type=int, default=None, help="kernels at a time (default: the core count)")
     parser.add_argument("--keep", type=Path, default=None,
                         help="write each executed notebook here as <chapter>@<variant>.ipynb, to read its values")
     args = parser.parse_args()
-    variants = args.variants.split(",")
-    unknown = set(variants) - set(VARIANTS)
-    if unknown:
-        parser.error(f"unknown variants {sorted(unknown)}")
+    rng = random.Random(args.seed)
+    requested = [v for item in args.variants.split(",") for v in (BUSY_VARIANTS if item == "busy" else [item])]
+    try:
+        parsed = [variant_env(v, rng) for v in requested]
+    except ValueError as error:
+        parser.error(str(error))
+    variants = [name for name, _, _ in parsed]
+    print(f"variants: {', '.join(variants)}", flush=True)
     sources = [p for p in chapter_sources() if not args.chapters or p.stem in args.chapters.split(",")]
-    runs = [Run(f"{p.stem}@{v}", jupytext.read(p), p.parent, VARIANTS[v]) for v in variants for p in sources]
+    quiet = [Run(f"{p.stem}@{n}", jupytext.read(p), p.parent, env) for n, env, b in parsed if not b for p in sources]
+    loaded = [Run(f"{p.stem}@{n}", jupytext.read(p), p.parent, env) for n, env, b in parsed if b for p in sources]
     print(f"robustness: {len(sources)} chapters x {len(variants)} variants", flush=True)
-    execute_all(runs, workers=args.workers, report=lambda run: print(f"{run.name}: {run.seconds:.0f} s "
-                                               + ("ok" if not run.errors else "FAILED"), flush=True))
+
+    def report(run):
+        print(f"{run.name}: {run.seconds:.0f} s " + ("ok" if not run.errors else "FAILED"), flush=True)
+
+    execute_all(quiet, workers=args.workers, report=report)
+    if loaded:
+        with busy_cores():
+            execute_all(loaded, workers=args.workers, report=report)
+    runs = quiet + loaded
     for run in runs:
         for message in run.errors:
             print(f"FAILED {run.name}: {first_line(message)}")
