@@ -1,9 +1,11 @@
-"""Kneser-Ney n-gram model against a dictionary implementation written from the formulas, and its invariants."""
+"""Kneser-Ney n-gram model against a dictionary implementation written from Chen & Goodman's formulas, a tiny
+corpus computed by hand, and its invariants."""
 
 from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -13,26 +15,29 @@ from attnbook.ngram import KneserNeyLM
 
 
 def reference_kn(ids, V, n):
-    """P(w | history) by the textbook recursion, with explicit count tables (slow, independent)."""
+    """P(w | history) from Chen & Goodman's interpolated Kneser-Ney, with explicit count tables (slow,
+    independent): the top order of a prediction (n, or len(history) + 1 if shorter) counts occurrences,
+    the orders below it distinct left neighbours; each table has its own discount n1 / (n1 + 2 n2)."""
     ids = list(ids)
-    counts = {}
-    for k in range(1, n + 1):
-        if k == n:
-            c = Counter(tuple(ids[i:i + k]) for i in range(len(ids) - k + 1))
-        else:
-            left = defaultdict(set)
-            for i in range(len(ids) - k):
-                left[tuple(ids[i + 1:i + 1 + k])].add(ids[i])
-            c = Counter({g: len(us) for g, us in left.items()})
+
+    def discounted(c):
         n1 = sum(1 for v in c.values() if v == 1)
         n2 = sum(1 for v in c.values() if v == 2)
-        counts[k] = (c, n1 / (n1 + 2 * n2) if n1 else 0.5)
+        return c, (n1 / (n1 + 2 * n2) if n1 else 0.5)
+
+    occurrences, continuations = {}, {}
+    for k in range(1, n + 1):
+        occurrences[k] = discounted(Counter(tuple(ids[i:i + k]) for i in range(len(ids) - k + 1)))
+        left = defaultdict(set)
+        for i in range(len(ids) - k):
+            left[tuple(ids[i + 1:i + 1 + k])].add(ids[i])
+        continuations[k] = discounted(Counter({g: len(us) for g, us in left.items()}))
 
     def prob(w, hist):
         hist = tuple(hist[max(0, len(hist) - (n - 1)):]) if n > 1 else ()
-        p = 1.0 / V
-        for k in range(1, min(n, len(hist) + 1) + 1):
-            c, d = counts[k]
+        top, p = len(hist) + 1, 1.0 / V
+        for k in range(1, top + 1):
+            c, d = occurrences[k] if k == top else continuations[k]
             h = hist[len(hist) - (k - 1):] if k > 1 else ()
             followers = {g[-1]: v for g, v in c.items() if g[:-1] == h}
             total = sum(followers.values())
@@ -69,6 +74,42 @@ def test_every_context_gives_a_distribution(n):
         assert abs(float(p.sum()) - 1) < 1e-12 and float(p.min()) > 0      # unseen tokens too
 
 
+def test_a_tiny_corpus_computed_by_hand():
+    # 0 1 0 1 2 1 0 1, V = 4 (token 3 unseen), n = 2. Bigrams: 01 x3, 10 x2, 12, 21 -> D = 2 / (2 + 2 * 1).
+    # Left neighbours: of 1 {0, 2}, of 0 {1}, of 2 {1} -> continuation counts 2, 1, 1 (total 4, D = 1/2):
+    #   P1(1) = 1.5/4 + 1/2 * 3/4 * 1/4 = 15/32, P1(0) = P1(2) = 0.5/4 + 3/32 = 7/32, P1(3) = 3/32.
+    # After 1: 10 x2, 12 x1 (total 3, 2 types): P(0|1) = 1.5/3 + 1/2 * 2/3 * 7/32 = 55/96,
+    #   P(2|1) = 0.5/3 + 7/96 = 23/96, P(1|1) = 1/3 * 15/32 = 15/96, P(3|1) = 3/96.
+    # No history: unigram occurrences 3, 4, 1, 0 of 8, n1 = 1, n2 = 0 -> D = 1:
+    #   P(0) = 2/8 + 1 * 3/8 * 1/4 = 11/32, P(1) = 15/32, P(2) = P(3) = 3/32.
+    lm = KneserNeyLM(4, 2).fit([0, 1, 0, 1, 2, 1, 0, 1])
+    after_1 = [Fraction(55, 96), Fraction(15, 96), Fraction(23, 96), Fraction(3, 96)]
+    no_history = [Fraction(11, 32), Fraction(15, 32), Fraction(3, 32), Fraction(3, 32)]
+    torch.testing.assert_close(lm.next_probs([1]), torch.tensor([float(f) for f in after_1], dtype=torch.float64),
+                               rtol=1e-15, atol=0)
+    torch.testing.assert_close(lm.next_probs([]), torch.tensor([float(f) for f in no_history], dtype=torch.float64),
+                               rtol=1e-15, atol=0)
+    assert lm.discounts == [0.5, 0.5]
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_windows_with_short_histories_match_the_reference(n):
+    V, train = 9, corpus(700, 9, seed=11)
+    lm, ref = KneserNeyLM(V, n).fit(train), reference_kn(train, V, n)
+    rows = corpus(60, V, seed=12).reshape(6, 10)                          # each row scored on its own
+    want = torch.tensor([[math.log(ref(int(r[i]), [int(t) for t in r[:i]])) for i in range(10)] for r in rows],
+                        dtype=torch.float64)
+    torch.testing.assert_close(lm.log_probs(rows), want, rtol=0, atol=1e-9)
+
+
+def test_the_first_token_of_a_window_is_scored_by_the_unigram_of_occurrences():
+    V, train = 9, corpus(700, 9, seed=3)
+    trigram, unigram, bigram = (KneserNeyLM(V, n).fit(train) for n in (3, 1, 2))
+    rows = corpus(40, V, seed=4).reshape(4, 10)
+    torch.testing.assert_close(trigram.log_probs(rows)[:, 0], unigram.log_probs(rows)[:, 0], rtol=0, atol=0)
+    torch.testing.assert_close(trigram.log_probs(rows)[:, 1], bigram.log_probs(rows)[:, 1], rtol=0, atol=0)
+
+
 def test_log_probs_are_the_next_token_probabilities_along_the_stream():
     V, lm = 8, KneserNeyLM(8, 3).fit(corpus())
     test = corpus(60, seed=5)
@@ -100,6 +141,7 @@ def test_discounts_follow_ney():
     (lambda: KneserNeyLM(100000, 4), "int64"),
     (lambda: KneserNeyLM(5, 3).fit([0, 1, 5]), r"\[0, 5\).*max 5"),
     (lambda: KneserNeyLM(5, 3).fit(np.zeros((2, 3), dtype=int)), "1-D"),
+    (lambda: KneserNeyLM(5, 3).fit([0, 1, 2]).log_probs(np.zeros((2, 2, 2), dtype=int)), "1-D or 2-D"),
     (lambda: KneserNeyLM(5, 3).fit([0.5, 1.0, 2.0]), "integer"),
     (lambda: KneserNeyLM(5, 3).fit([0, 1]), "at least order=3"),
     (lambda: KneserNeyLM(5, 3).log_probs([0, 1]), "fit"),

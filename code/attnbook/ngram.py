@@ -1,18 +1,22 @@
-"""An n-gram language model with interpolated Kneser-Ney smoothing (Chen & Goodman, 1999): the baseline
-a neural language model has to beat on the same tokens.
+"""An n-gram language model with interpolated Kneser-Ney smoothing (Chen & Goodman, 1999, eq. 18 with one
+discount per order): the baseline a neural language model has to beat on the same tokens.
 
 With history h = (h_1, ..., h_{k-1}) and its shortening h' = (h_2, ..., h_{k-1}), order k predicts
 
     P_k(w | h) = max(c_k(h w) - D_k, 0) / c_k(h .)  +  D_k * N_k(h .) / c_k(h .) * P_{k-1}(w | h')
 
 where c_k(h .) = sum_w c_k(h w), N_k(h .) = #{w : c_k(h w) > 0}; a history never seen (c_k(h .) = 0)
-passes P_{k-1}(w | h') through unchanged, and P_0(w) = 1 / V. The highest order counts occurrences;
-lower orders count continuations, c_k(g) = #{u : the (k+1)-gram u g occurs}, so a token seen after
-many different histories gets more of the mass set aside for unseen ones. D_k = n1 / (n1 + 2 n2) with
-n1, n2 the numbers of k-grams counted once and twice (Ney et al., 1994). Every P_k sums to 1 over V.
+passes P_{k-1}(w | h') through unchanged, and P_0(w) = 1 / V. The top order of a prediction counts
+occurrences; the orders below it count continuations, c_k(g) = #{u : the (k+1)-gram u g occurs}, so a token
+seen after many different histories gets more of the mass set aside for unseen ones. A token with only
+j < n - 1 tokens before it (the start of a stream) is predicted by the order-(j + 1) model, whose top order
+again counts occurrences: at the very first token that is the unigram of occurrences. Each count table has
+its own D = n1 / (n1 + 2 n2), n1 and n2 the numbers of its grams counted once and twice (Ney et al., 1994).
+*Modified* Kneser-Ney (Chen & Goodman's best) uses three discounts per order (for counts 1, 2, 3+); this
+model does not. Every P_k sums to 1 over V.
 
 All counts live in sorted NumPy arrays keyed by the gram read as a base-V number, so fitting and
-scoring are vectorised. Shape legend: N tokens, V vocabulary, n order.
+scoring are vectorised. Shape legend: N tokens, R rows, V vocabulary, n order.
 """
 
 from __future__ import annotations
@@ -27,10 +31,13 @@ from torch import Tensor
 __all__ = ["KneserNeyLM"]
 
 
-def _as_ids(tokens, vocab_size: int, name: str) -> np.ndarray:
+def _as_ids(tokens, vocab_size: int, name: str, dims: tuple[int, ...] = (1,)) -> np.ndarray:
     arr = tokens.detach().cpu().numpy() if isinstance(tokens, Tensor) else np.asarray(tokens)
-    if arr.ndim != 1 or not np.issubdtype(arr.dtype, np.integer):
-        raise ValueError(f"{name} must be a 1-D sequence of integer token ids, got {arr.dtype} {arr.shape}")
+    if arr.size == 0 and arr.ndim == 1:
+        arr = arr.astype(np.int64)                                   # an empty history: [] is float64
+    if arr.ndim not in dims or not np.issubdtype(arr.dtype, np.integer):
+        want = " or ".join(f"{d}-D" for d in dims)
+        raise ValueError(f"{name} must be a {want} array of integer token ids, got {arr.dtype} {arr.shape}")
     if arr.size and (arr.min() < 0 or arr.max() >= vocab_size):
         raise ValueError(f"{name} ids must lie in [0, {vocab_size}), got min {arr.min()}, max {arr.max()}")
     return arr.astype(np.int64)
@@ -52,15 +59,25 @@ def _lookup(sorted_keys: np.ndarray, values: np.ndarray, query: np.ndarray) -> n
     return np.where(sorted_keys[pos] == query, values[pos], 0)
 
 
+def _table(keys: np.ndarray, counts: np.ndarray, vocab_size: int) -> dict:
+    """Counts of k-grams (sorted keys) with their per-history totals, types and the discount D."""
+    n1, n2 = int((counts == 1).sum()), int((counts == 2).sum())
+    ctx, ctx_types = np.unique(keys // vocab_size, return_counts=True)   # keys sorted, so histories grouped
+    ctx_total = np.add.reduceat(counts, np.searchsorted(keys // vocab_size, ctx)) if keys.size else counts
+    return {"keys": keys, "counts": counts, "ctx": ctx, "ctx_total": ctx_total, "ctx_types": ctx_types,
+            "discount": n1 / (n1 + 2 * n2) if n1 else 0.5}
+
+
 class KneserNeyLM:
     """Interpolated Kneser-Ney n-gram model over token ids 0 .. V-1 (e.g. characters).
 
-    ``fit(ids)`` counts one token stream; ``log_probs(ids)`` scores every token of another stream given
-    the up to n - 1 tokens before it (fewer at its start); ``next_probs(history)`` is the whole
-    next-token distribution.
+    ``fit(ids)`` counts one token stream; ``log_probs(ids)`` scores every token of another stream (or of
+    each row of a 2-D array, rows independent) given the up to n - 1 tokens before it in the same stream
+    or row; ``next_probs(history)`` is the whole next-token distribution.
 
     Shape:
-        fit(ids (N,)); log_probs(ids (N,)) -> (N,) float64 natural logs; next_probs(history) -> (V,)
+        fit(ids (N,)); log_probs(ids (N,) or (R, N)) -> same shape, float64 natural logs;
+        next_probs(history (L,)) -> (V,)
     """
 
     def __init__(self, vocab_size: int, order: int = 3):
@@ -70,83 +87,72 @@ class KneserNeyLM:
         if vocab_size ** order >= 2 ** 62:
             raise ValueError(f"vocab_size={vocab_size} ** order={order} does not fit the int64 gram keys")
         self.vocab_size, self.order = int(vocab_size), int(order)
-        self.levels: list[dict[str, np.ndarray | float]] | None = None
+        self.occurrences: list[dict] | None = None     # [k - 1]: counts of k-grams
+        self.continuations: list[dict] | None = None   # [k - 1]: distinct left neighbours of k-grams, k < n
 
     def fit(self, ids) -> "KneserNeyLM":
         ids = _as_ids(ids, self.vocab_size, "ids")
         if len(ids) < self.order:
             raise ValueError(f"need at least order={self.order} tokens to fit, got {len(ids)}")
-        V, levels = self.vocab_size, []
-        for k in range(1, self.order + 1):
-            if k == self.order:                                    # occurrences
-                keys, counts = np.unique(_gram_keys(ids, k, V), return_counts=True)
-            else:                                                  # continuations: distinct left neighbours
-                longer = np.unique(_gram_keys(ids, k + 1, V))
-                keys, counts = np.unique(longer % V ** k, return_counts=True)
-            n1, n2 = int((counts == 1).sum()), int((counts == 2).sum())
-            discount = n1 / (n1 + 2 * n2) if n1 else 0.5
-            ctx, ctx_types = np.unique(keys // V, return_counts=True)      # keys sorted, so contexts grouped
-            ctx_total = np.add.reduceat(counts, np.searchsorted(keys // V, ctx)) if keys.size else counts
-            levels.append({"keys": keys, "counts": counts, "ctx": ctx, "ctx_total": ctx_total,
-                           "ctx_types": ctx_types, "discount": discount})
-        self.levels = levels
+        V = self.vocab_size
+        self.occurrences = [_table(*np.unique(_gram_keys(ids, k, V), return_counts=True), V)
+                            for k in range(1, self.order + 1)]
+        self.continuations = [_table(*np.unique(np.unique(_gram_keys(ids, k + 1, V)) % V ** k,
+                                                return_counts=True), V) for k in range(1, self.order)]
         return self
 
     @property
     def discounts(self) -> list[float]:
-        """D_1, ..., D_n."""
+        """D_1, ..., D_n of a full history (continuation tables below n, occurrences at n)."""
         self._fitted()
-        return [float(level["discount"]) for level in self.levels]
+        return [float(t["discount"]) for t in self.continuations + self.occurrences[-1:]]
 
     def _fitted(self) -> None:
-        if self.levels is None:
+        if self.occurrences is None:
             raise ValueError("call fit(ids) before scoring")
 
-    def _interpolate(self, grams: list[np.ndarray | None], size: int) -> np.ndarray:
-        """P_n(w | h) for ``size`` (history, w) pairs; grams[k-1] holds their k-gram keys (None: too short)."""
-        p = np.full(size, 1.0 / self.vocab_size)
-        for level, g in zip(self.levels, grams):
-            if g is None:
-                break
-            c = _lookup(level["keys"], level["counts"], g[1]).astype(np.float64)
-            total = _lookup(level["ctx"], level["ctx_total"], g[0]).astype(np.float64)
-            types = _lookup(level["ctx"], level["ctx_types"], g[0]).astype(np.float64)
-            d, seen = level["discount"], total > 0
+    def _interpolate(self, keys: list[np.ndarray]) -> np.ndarray:
+        """P_m(w | h) for a batch of (h, w) with m = len(keys); keys[k - 1] holds their k-gram keys."""
+        V, top = self.vocab_size, len(keys)
+        p = np.full(keys[0].shape, 1.0 / V)
+        for k, g in enumerate(keys, start=1):
+            t = self.occurrences[k - 1] if k == top else self.continuations[k - 1]
+            c = _lookup(t["keys"], t["counts"], g).astype(np.float64)
+            total = _lookup(t["ctx"], t["ctx_total"], g // V).astype(np.float64)
+            types = _lookup(t["ctx"], t["ctx_types"], g // V).astype(np.float64)
+            d, seen = t["discount"], total > 0
             safe = np.where(seen, total, 1.0)
-            mixed = np.maximum(c - d, 0.0) / safe + d * types / safe * p[g[2]]
-            p = p.copy()
-            p[g[2]] = np.where(seen, mixed, p[g[2]])
+            p = np.where(seen, np.maximum(c - d, 0.0) / safe + d * types / safe * p, p)
         return p
 
     def log_probs(self, ids) -> Tensor:
-        """log P(ids[i] | ids[i-n+1 : i]) for every i (shorter histories at the start). Shape: (N,) -> (N,)."""
+        """log P(ids[..., i] | the up to n - 1 tokens before it in its row). Shape: (N,) or (R, N) -> same."""
         self._fitted()
-        ids = _as_ids(ids, self.vocab_size, "ids")
-        V, N = self.vocab_size, len(ids)
-        grams = []
-        for k in range(1, self.order + 1):
-            rows = np.arange(k - 1, N)                              # positions with k - 1 tokens before
-            keys = np.zeros(rows.size, dtype=np.int64)
-            for j in range(k):
-                keys = keys * V + ids[rows - k + 1 + j]
-            grams.append((keys // V, keys, rows) if rows.size else None)
-        return torch.from_numpy(np.log(self._interpolate(grams, N)))
+        ids = _as_ids(ids, self.vocab_size, "ids", dims=(1, 2))
+        rows = ids.reshape(-1, ids.shape[-1])                        # (R, N)
+        V, n, N = self.vocab_size, self.order, rows.shape[1]
+        out = np.empty(rows.shape, dtype=np.float64)
+        for start in range(min(n, N)):                               # columns with `start` tokens before them,
+            cols = np.arange(start, N) if start == n - 1 else np.array([start])   # or n - 1 and more
+            keys, gram = [], np.zeros((rows.shape[0], cols.size), dtype=np.int64)
+            for k in range(1, start + 2):                            # k-gram ending at each column
+                gram = gram + rows[:, cols - k + 1] * V ** (k - 1)
+                keys.append(gram.copy())
+            out[:, cols] = np.log(self._interpolate(keys))
+        return torch.from_numpy(out.reshape(ids.shape))
 
     def next_probs(self, history) -> Tensor:
         """P(w | last n - 1 tokens of history) for every w. Shape: history (L,) -> (V,) float64."""
         self._fitted()
-        hist = _as_ids(history, self.vocab_size, "history")[-(self.order - 1):] if self.order > 1 \
-            else np.zeros(0, dtype=np.int64)
-        V, grams, w = self.vocab_size, [], np.arange(self.vocab_size)
-        for k in range(1, self.order + 1):
-            if k - 1 > len(hist):
-                grams.append(None)
-                continue
+        hist = _as_ids(history, self.vocab_size, "history")
+        hist = hist[len(hist) - min(len(hist), self.order - 1):]
+        V, w, keys = self.vocab_size, np.arange(self.vocab_size), []
+        for k in range(1, len(hist) + 2):
             ctx = 0
-            for t in hist[len(hist) - (k - 1):] if k > 1 else []:
+            for t in hist[len(hist) - (k - 1):]:
                 ctx = ctx * V + int(t)
-            grams.append((np.full(V, ctx, dtype=np.int64), ctx * V + w, w))
-        return torch.from_numpy(self._interpolate(grams, V))
+            keys.append(ctx * V + w)
+        return torch.from_numpy(self._interpolate(keys))
 
     def perplexity(self, ids) -> float:
         """exp(-mean log P) over the stream (per token)."""
