@@ -102,6 +102,23 @@ def test_greedy_generation_takes_the_argmax_of_the_full_forward():
     assert torch.equal(out, ids)
 
 
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_cropped_generation_reads_only_the_last_window_like_nanogpt(use_cache):
+    model, ids = lm(2), ids_of(b=2, t=3)
+    out = model.generate(ids, 9, temperature=0.0, max_context=5, use_cache=use_cache)
+    with torch.no_grad():
+        for _ in range(9):                                              # nanoGPT: idx[:, -block_size:]
+            ids = torch.cat([ids, model(ids[:, -5:])[:, -1].argmax(-1, keepdim=True)], 1)
+    assert torch.equal(out, ids)
+    assert not torch.equal(out, model.generate(ids[:, :3], 9, temperature=0.0))   # uncropped reads further back
+
+
+def test_last_only_is_the_last_row_of_the_full_logits():
+    model, ids = lm(2), ids_of()
+    with torch.no_grad():
+        torch.testing.assert_close(model(ids, last_only=True), model(ids)[:, -1:], rtol=1e-12, atol=1e-12)
+
+
 def test_sampled_tokens_come_from_the_filtered_distribution():
     model, prompt = lm(), ids_of(b=1, t=5)
     with torch.no_grad():
@@ -152,6 +169,7 @@ def test_mode_is_restored_after_generate():
     (lambda m: m(torch.zeros(2, 3)), "float32"),
     (lambda m: m(torch.zeros(2, 0, dtype=torch.long)), "T >= 1"),
     (lambda m: m.generate(ids_of(), -1), "max_new_tokens"),
+    (lambda m: m.generate(ids_of(), 2, max_context=0), "max_context"),
     (lambda m: next_token_loss(m, torch.zeros(2, 1, dtype=torch.long)), r"\(B, T \+ 1\)"),
     (lambda m: DecoderOnlyLM(V, D, H, N, FF, num_kv_heads=3), "num_kv_heads=3"),
     (lambda m: DecoderOnlyLM(0, D, H, N, FF), "vocab_size"),

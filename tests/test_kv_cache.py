@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -57,6 +59,19 @@ def test_growth_keeps_every_token_and_nbytes_counts_them():
     assert cache.nbytes() == 2 * 2 * 3 * 40 * 4 * 4         # 2 (K and V) * B * H * T * D * 4 bytes
     cache.reset()
     assert len(cache) == 0 and cache.keys is None and cache.nbytes() == 0
+
+
+def test_allocated_bytes_are_the_capacity_not_the_length():
+    cache = KVCache()
+    k = torch.randn(2, 3, 1, 4)
+    seen = []
+    for t in range(1, 40):
+        cache.append(k, k)
+        seen.append((t, cache.capacity, cache.allocated_nbytes()))
+    for t, cap, nbytes in seen:                                # 16, then doubling: 32, 64
+        assert cap == max(16, 16 * 2 ** math.ceil(math.log2(t / 16))) and nbytes == 2 * 2 * 3 * cap * 4 * 4
+    assert cache.nbytes() == 2 * 2 * 3 * 39 * 4 * 4 < cache.allocated_nbytes()
+    assert KVCache(max_len=7).capacity == 0 == KVCache().allocated_nbytes()
 
 
 def test_reorder_equals_a_cache_built_from_the_picked_rows():

@@ -71,6 +71,13 @@ def test_ties_at_the_boundary_are_kept_together():
     torch.testing.assert_close(top_k_filter(z, 2), hf(TopKLogitsWarper(2), z))          # transformers agrees
 
 
+def test_top_p_differs_from_transformers_only_by_the_ties_at_its_boundary():
+    z = torch.log(torch.tensor([[0.4, 0.2, 0.2, 0.2]], dtype=torch.float64))
+    theirs, ours = torch.isfinite(hf(TopPLogitsWarper(0.5), z))[0], torch.isfinite(top_p_filter(z, 0.5))[0]
+    assert int(theirs.sum()) == 2 and bool(theirs[0]) and int(ours.sum()) == 4   # the minimal set vs every tie
+    assert bool((theirs <= ours).all())                                         # theirs lies inside ours
+
+
 def test_sampling_probs_are_the_kept_probabilities_renormalised():
     z = random_logits(b=8, v=30, seed=11).double()
     t, k, p = 0.8, 12, 0.7

@@ -40,13 +40,14 @@ def kv_cache_bytes(num_layers: int, batch: int, seq_len: int, num_kv_heads: int,
 class DecoderOnlyLM(nn.Module):
     """GPT-style causal language model built from ``num_layers`` pre-LN :class:`attnbook.DecoderLayer`.
 
-    ``forward(ids)`` returns next-token logits for every position at once (causal mask);
+    ``forward(ids)`` returns next-token logits for every position at once (causal mask), or for the last
+    position only with ``last_only=True``;
     ``forward(ids, cache)`` takes only the new tokens, which sit at positions len(cache) onwards, and
     reuses the cached keys and values. ``tie_weights`` makes the output layer the embedding's transpose;
     ``output_bias`` adds a bias b (V,) to the logits, which :meth:`start_from_unigram` sets to log frequencies.
 
     Shape:
-        ids: (B, T) int64 in [0, V) -> logits (B, T, V)
+        ids: (B, T) int64 in [0, V) -> logits (B, T, V); (B, 1, V) with last_only
     """
 
     def __init__(self, vocab_size: int, d_model: int, num_heads: int, num_layers: int, d_ff: int,
@@ -89,7 +90,7 @@ class DecoderOnlyLM(nn.Module):
         """An empty cache: one KVCache of (B, Hkv, T, Dh) keys and values per layer."""
         return DecoderCache([LayerCache() for _ in self.layers])
 
-    def forward(self, ids: Tensor, cache: DecoderCache | None = None) -> Tensor:
+    def forward(self, ids: Tensor, cache: DecoderCache | None = None, *, last_only: bool = False) -> Tensor:
         if not isinstance(ids, Tensor) or ids.dim() != 2 or ids.dtype != torch.long or ids.size(1) == 0:
             got = f"{ids.dtype} {tuple(ids.shape)}" if isinstance(ids, Tensor) else type(ids).__name__
             raise ValueError(f"ids must be a (B, T) int64 tensor with T >= 1, got {got}")
@@ -101,30 +102,40 @@ class DecoderOnlyLM(nn.Module):
         mask = causal_mask(ids.size(1), device=ids.device) if cache is None else None   # (T, T)
         for i, layer in enumerate(self.layers):
             x, _, _ = layer(x, None, mask, None, None if cache is None else cache.layers[i])
-        return self.lm_head(self.final_norm(x))                           # (B, T, V)
+        if last_only:                                                     # generation needs the last row only
+            x = x[:, -1:]                                                 # (B, 1, D), as nanoGPT does
+        return self.lm_head(self.final_norm(x))                           # (B, T, V) or (B, 1, V)
 
     @torch.no_grad()
     def generate(self, prompt: Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
                  top_p: float | None = None, generator: torch.Generator | None = None,
-                 use_cache: bool = True) -> Tensor:
+                 use_cache: bool = True, max_context: int | None = None) -> Tensor:
         """Append ``max_new_tokens`` tokens drawn by :func:`attnbook.sampling.sample_next` (temperature 0: greedy).
 
-        ``use_cache=False`` re-reads the whole sequence at every step; both give the same tokens.
-        Runs in eval mode (the model's mode is restored).
+        ``max_context`` (the window the model was trained on) crops what the model reads to the last
+        ``max_context`` tokens, as nanoGPT does: past it the cache is dropped and the window re-read at
+        every step, so no position beyond the trained ones is ever used. ``use_cache=False`` re-reads the
+        whole (cropped) sequence at every step; both give the same tokens. Runs in eval mode (restored after).
 
         Shape:
             prompt: (B, T0) int64 -> (B, T0 + max_new_tokens)
         """
         if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, Integral) or max_new_tokens < 0:
             raise ValueError(f"max_new_tokens must be a non-negative integer, got {max_new_tokens!r}")
+        if max_context is not None and (isinstance(max_context, bool) or not isinstance(max_context, Integral)
+                                        or max_context < 1):
+            raise ValueError(f"max_context must be a positive integer or None, got {max_context!r}")
         was_training = self.training
         self.eval()
         try:
             ids, cache = prompt, (self.new_cache() if use_cache else None)
-            new = prompt                                                  # what the model reads next
+            new = prompt                                                  # what the cache has not seen yet
             for _ in range(max_new_tokens):
-                logits = self(new if use_cache else ids, cache)[:, -1]    # (B, V)
-                nxt = sample_next(logits, temperature, top_k, top_p, generator)[:, None]   # (B, 1)
+                if max_context is not None and ids.size(1) > max_context:
+                    cache = None                                          # the window slides: re-read it
+                window = ids if max_context is None else ids[:, -max_context:]   # (B, <= max_context)
+                logits = self(new, cache, last_only=True) if cache is not None else self(window, last_only=True)
+                nxt = sample_next(logits[:, -1], temperature, top_k, top_p, generator)[:, None]   # (B, 1)
                 ids, new = torch.cat([ids, nxt], 1), nxt
             return ids
         finally:

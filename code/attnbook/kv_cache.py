@@ -68,6 +68,17 @@ class KVCache:
             return 0
         return self.keys.numel() * self._k.element_size() + self.values.numel() * self._v.element_size()
 
+    @property
+    def capacity(self) -> int:
+        """Token slots allocated (>= len(cache)): max_len, or 16, 32, 64, ... as the buffers double."""
+        return 0 if self._k is None else self._k.size(2)
+
+    def allocated_nbytes(self) -> int:
+        """Bytes of the storage behind the buffers (capacity slots, not len(cache)): what the cache occupies."""
+        if self._k is None:
+            return 0
+        return self._k.untyped_storage().nbytes() + self._v.untyped_storage().nbytes()
+
     def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Add the keys and values of new tokens; return all cached keys and values.
 

@@ -11,7 +11,9 @@ distribution sampled from is softmax of what is left, i.e. the kept tokens' prob
 Combined in the order temperature -> top-k -> top-p, as Hugging Face ``transformers`` applies its
 warpers. Ties at a boundary are kept together: top-k keeps every token tied with the k-th largest
 logit, top-p every token as probable as the least probable one it needs, so the kept set depends on
-the probabilities only, never on how a sort orders equal values.
+the probabilities only, never on how a sort orders equal values. Without ties at its boundary top-p's set
+is the smallest one and equals transformers' ``TopPLogitsWarper``; with ties it is larger (0.4, 0.2, 0.2,
+0.2 at p = 0.5: all four, where the warper keeps 0.4 and whichever 0.2 its sort puts last).
 
 Shape legend: ``...`` any leading dimensions (e.g. B), V vocabulary. Logits may hold -inf (forbidden
 tokens) but not NaN or +inf, and every row needs one finite logit.
