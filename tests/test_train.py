@@ -124,7 +124,7 @@ def test_fit_follows_the_schedule_and_prints_to_stdout(capsys):
     assert hist["lr"] == [sched(s) for s in range(1, 201)]
     assert hist["loss"][-1] < 1e-3 * hist["loss"][0]
     out = capsys.readouterr()
-    assert out.err == "" and out.out.count("step ") == 4 and "step 200/200" in out.out
+    assert out.err == "" and out.out.count(" 步  损失 ") == 4 and "第 200/200 步" in out.out
     assert not model.training
     with pytest.raises(ValueError, match="steps must be a positive integer"):
         fit(model, lambda s: (x, y), lambda m, a, b: m(a).sum(), opt, 0)

@@ -159,8 +159,8 @@ def fit(model: nn.Module, batch_fn: Callable[[int], tuple], loss_fn: Callable[..
         if log_every and (step % log_every == 0 or step == steps):
             recent = hist["loss"][-log_every:]
             bar = "#" * round(20 * step / steps)
-            print(f"[{bar:<20}] step {step}/{steps}  loss {sum(recent) / len(recent):.4f}  "
-                  f"lr {hist['lr'][-1]:.2e}  |g| {hist['grad_norm'][-1]:.2f}  {hist['seconds'][-1]:.1f} s",
+            print(f"[{bar:<20}] 第 {step}/{steps} 步  损失 {sum(recent) / len(recent):.4f}  "
+                  f"学习率 {hist['lr'][-1]:.2e}  梯度范数 {hist['grad_norm'][-1]:.2f}  {hist['seconds'][-1]:.1f} 秒",
                   file=out or sys.stdout, flush=True)
     model.eval()
     return hist
