@@ -12,7 +12,7 @@ LayerNorm and a linear read-out; the schemes differ only in how position enters:
     learned     learned absolute embeddings added (table of eval_len rows; rows >= train_len never trained)
     t5          learned bias per (head, distance bucket) added to the scores; causal buckets
     rope        rotary embedding of q and k
-    alibi       fixed linear penalty -m_h (i - j) added to the scores
+    alibi       fixed linear penalty -s_h (i - j) added to the scores
 """
 
 from __future__ import annotations

@@ -42,12 +42,13 @@ def relative_positions(tq: int, tk: int | None = None, device=None) -> Tensor:
 
 
 def clipped_relative_index(tq: int, tk: int, max_distance: int, device=None) -> Tensor:
-    """Row of Shaw et al.'s table for each (i, j): clip(j - i, -K, K) + K, with K = max_distance.
+    """Row of Shaw et al.'s table for each (i, j): clip(j - i, -k_max, k_max) + k_max, k_max = max_distance.
 
-    Every distance beyond K shares the row of distance K (Shaw et al. used K = 16; K >= 2 barely mattered).
+    Every distance beyond k_max shares the row of distance k_max (the paper's k; Shaw et al. used 16, and
+    values >= 2 barely mattered).
 
     Shape:
-        -> (tq, tk), int64 in [0, 2K]
+        -> (tq, tk), int64 in [0, 2 k_max]
     """
     _check_int(max_distance, "max_distance", 0)
     rel = relative_positions(tq, tk, device)  # (tq, tk)
@@ -57,7 +58,7 @@ def clipped_relative_index(tq: int, tk: int, max_distance: int, device=None) -> 
 def shaw_scores(q: Tensor, k: Tensor, rel_keys: Tensor, scale: float | None = None) -> Tensor:
     """Attention scores with relative key embeddings (Shaw et al., 2018, eq. 5).
 
-    Formula: e_ij = q_i · (k_j + a_ij) * scale,  a_ij = w_{clip(j-i, -K, K)},  scale = 1/sqrt(D)
+    Formula: e_ij = q_i · (k_j + a_ij) * scale,  a_ij = w_{clip(j-i, -k_max, k_max)},  scale = 1/sqrt(D)
 
     ``rel_keys`` holds a_ij for every (i, j), e.g. from :class:`ShawRelativeKeys`; it is shared
     across the batch and heads, and q_i · a_ij is an einsum, not a (Tq, Tk, D) copy of k.
@@ -75,7 +76,7 @@ def shaw_scores(q: Tensor, k: Tensor, rel_keys: Tensor, scale: float | None = No
 
 
 class ShawRelativeKeys(nn.Module):
-    """The learned table w_{-K} .. w_K of Shaw et al. (2018), looked up for each (i, j).
+    """The learned table w_{-k_max} .. w_{k_max} of Shaw et al. (2018), looked up for each (i, j).
 
     Shape:
         forward(tq, tk) -> (tq, tk, head_dim); weight: (2K + 1, head_dim)
@@ -183,9 +184,9 @@ class T5RelativeBias(nn.Module):
 def alibi_slopes(num_heads: int) -> Tensor:
     """ALiBi head slopes (Press et al., 2022, and their reference code).
 
-    For n a power of two: the geometric sequence m_h = 2^(-8h/n), h = 1 .. n (8 heads: 1/2 .. 1/256).
-    Otherwise, with p the largest power of two below n: the p slopes for p heads, then every other
-    slope of the 2p-head sequence, m = 2^(-4/p), 2^(-12/p), ..., until n slopes are listed.
+    For H a power of two: the geometric sequence s_h = 2^(-8h/H), h = 1 .. H (8 heads: 1/2 .. 1/256;
+    the paper writes the slope m). Otherwise, with p the largest power of two below H: the p slopes for
+    p heads, then every other slope of the 2p-head sequence, 2^(-4/p), 2^(-12/p), ..., until H are listed.
 
     Shape:
         -> (num_heads,), float64
@@ -202,17 +203,17 @@ def alibi_slopes(num_heads: int) -> Tensor:
 
 def alibi_bias(num_heads: int, tq: int, tk: int | None = None, device=None,
                dtype: torch.dtype = torch.float32) -> Tensor:
-    """ALiBi's fixed linear penalty -m_h |i - j| added to the scores of head h.
+    """ALiBi's fixed linear penalty -s_h |i - j| added to the scores of head h (s_h: the head's slope).
 
-    With a causal mask (the paper's setting: j <= i) this is -m_h (i - j). Without one it is the
+    With a causal mask (the paper's setting: j <= i) this is -s_h (i - j). Without one it is the
     symmetric variant, which cannot tell left from right.
 
     Shape:
         -> (num_heads, tq, tk)
     """
     distance = relative_positions(tq, tk, device).abs().to(dtype)  # (tq, tk)
-    m = alibi_slopes(num_heads).to(device=device, dtype=dtype)  # (H,)
-    return -m.view(-1, 1, 1) * distance  # (H, 1, 1) * (tq, tk) -> (H, tq, tk)
+    slopes = alibi_slopes(num_heads).to(device=device, dtype=dtype)  # (H,)
+    return -slopes.view(-1, 1, 1) * distance  # (H, 1, 1) * (tq, tk) -> (H, tq, tk)
 
 
 def attention_with_bias(q: Tensor, k: Tensor, v: Tensor, bias: Tensor, mask: Tensor | None = None,
