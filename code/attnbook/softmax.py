@@ -78,9 +78,9 @@ def naive_softmax(x: Tensor, dim: int = -1) -> Tensor:
 
 
 def softmax(x: Tensor, dim: int = -1, temperature: float = 1.0) -> Tensor:
-    """Numerically stable softmax with temperature: softmax(x / T).
+    """Numerically stable softmax with temperature τ (``temperature``): softmax(x / τ).
 
-    Formula: p_i = exp((x_i - m) / T) / sum_j exp((x_j - m) / T),  m = max_j x_j
+    Formula: p_i = exp((x_i - m) / τ) / sum_j exp((x_j - m) / τ),  m = max_j x_j
 
     Shift invariance makes the max subtraction exact; after it every exponent
     is <= 0, so exp cannot overflow and the largest term is exactly 1. Any
@@ -100,7 +100,7 @@ def softmax(x: Tensor, dim: int = -1, temperature: float = 1.0) -> Tensor:
     ):
         raise ValueError(f"temperature must be a finite number > 0, got {temperature!r}")
     z = _up(x)
-    # Divide after subtracting: x / T alone could overflow for T < 1.
+    # Divide after subtracting: x / τ alone could overflow for τ < 1.
     z = (z - _safe_max(z, dim)) / temperature
     e = torch.exp(z)
     return (e / e.sum(dim, keepdim=True)).to(x.dtype)
