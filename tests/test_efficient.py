@@ -226,8 +226,25 @@ def test_results_markdown_ratios_against_the_baseline():
     res = {"rows": [{"T": 8, "method": "sdpa", "median_ms": 2.0, "sdpa_backend": "math", "tflops": 0.5, "peak_mib": 1.0},
                     {"T": 8, "method": "tiled", "median_ms": 5.0, "sdpa_backend": None, "tflops": 0.2}]}
     lines = attnbook.results_markdown(res).splitlines()
-    assert lines[2] == "| 8 | sdpa | math | 2.00 | 1.00 | 0.500 | 1.0 |"
-    assert lines[3] == "| 8 | tiled | – | 5.00 | 2.50 | 0.200 | – |"
+    assert lines[0].startswith("| T | 实现 | SDPA 内核 |")
+    assert lines[2] == "| 8 | SDPA（默认内核） | math | 2.00 | 1.00 | 0.500 | 1.0 |"
+    assert lines[3] == "| 8 | 分块实现 | – | 5.00 | 2.50 | 0.200 | – |"
+
+
+def test_aten_calls_match_the_profiler_and_count_a_fused_kernel_once():
+    from attnbook.benchmark import aten_calls
+
+    x = torch.zeros(4, 8)
+    assert aten_calls(lambda t: (t + 1) * 2, x) == ["add", "mul"]
+    q, k, v = _qkv((1, 2), 16, 16, d=8, dv=8)
+    with torch.no_grad():
+        assert aten_calls(torch.nn.functional.scaled_dot_product_attention, q, k, v) \
+            == ["_scaled_dot_product_flash_attention_for_cpu"]
+        # the profiler (an independent recorder) sees every one of the tiled loop's matmuls
+        with torch.profiler.profile() as prof:
+            tiled_attention(q, k, v, block_size=4)
+        bmm = sum(e.count for e in prof.key_averages() if e.key == "aten::bmm")
+        assert aten_calls(tiled_attention, q, k, v, block_size=4).count("bmm") == bmm == 2 * 4 * 4
 
 
 def _peaks(fn, lengths, heads=2, d=16):

@@ -1,4 +1,4 @@
-"""Measuring attention: peak memory, interleaved timings, which SDPA kernel ran, a results table.
+"""Measuring attention: peak memory, interleaved timings, ATen calls, which SDPA kernel ran, a results table.
 
 Peak memory counts the bytes torch's allocator hands out while a call runs, beyond what was
 allocated before it (the output included): on CUDA ``torch.cuda.max_memory_allocated``; on CPU,
@@ -22,10 +22,13 @@ from .attention import scaled_dot_product_attention
 from .book import device_name
 from .efficient import tiled_attention
 
-__all__ = ["peak_memory", "memory_timeline", "time_interleaved", "sdpa_backend", "attention_methods",
+__all__ = ["peak_memory", "memory_timeline", "time_interleaved", "aten_calls", "sdpa_backend", "attention_methods",
            "attention_benchmark", "results_markdown"]
 
 MIB = 2**20
+# Chinese display names of the compared methods and of the SDPA kernels (printed tables are read by the reader)
+METHOD_NAMES = {"eager": "逐字实现", "tiled": "分块实现", "sdpa": "SDPA（默认内核）", "sdpa_math": "SDPA（math 后端）"}
+KERNEL_NAMES = {"flash (CPU)": "flash（CPU）", "memory-efficient": "省内存内核", "unknown": "未知"}
 
 
 def _sync(device: torch.device) -> None:
@@ -116,6 +119,25 @@ def time_interleaved(fns: dict[str, Callable[[], object]], repeats: int = 5, war
             _sync(device)
             times[name].append(time.perf_counter() - start)
     return times
+
+
+def aten_calls(fn: Callable, *args, **kwargs) -> list[str]:
+    """Names of the ATen operators ``fn(*args, **kwargs)`` dispatches, in call order (views included).
+
+    A count of work that does not depend on the machine: one fused kernel is one call, a Python loop
+    over blocks issues a dozen small calls per block.
+    """
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class _Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            calls.append(func.overloadpacket.__name__)
+            return func(*args, **(kwargs or {}))
+
+    calls: list[str] = []
+    with _Record():
+        fn(*args, **kwargs)
+    return calls
 
 
 def sdpa_backend(q, k, v, backend=None, **kwargs) -> str:
@@ -218,13 +240,15 @@ def attention_benchmark(lengths, heads: int = 8, head_dim: int = 64, batch: int 
 
 
 def results_markdown(results: dict, baseline: str = "sdpa") -> str:
-    """One Markdown table per results dict: T, method, SDPA kernel, median ms, × baseline, peak MiB."""
+    """One Markdown table per results dict (Chinese headers and method names): T, method, SDPA kernel,
+    median ms, time relative to ``baseline``, TFLOP/s, peak MiB."""
     base = {r["T"]: r["median_ms"] for r in results["rows"] if r["method"] == baseline}
-    lines = [f"| T | method | SDPA kernel | median ms | × {baseline} | TFLOP/s | peak MiB |",
+    lines = [f"| T | 实现 | SDPA 内核 | 用时中位数（毫秒） | 相对{METHOD_NAMES.get(baseline, baseline)} | TFLOP/s | 峰值内存（MiB） |",
              "|---:|---|---|---:|---:|---:|---:|"]
     for r in results["rows"]:
         ratio = r["median_ms"] / base[r["T"]] if r["T"] in base else float("nan")
         mem = f"{r['peak_mib']:.1f}" if r.get("peak_mib") is not None else "–"
-        lines.append(f"| {r['T']} | {r['method']} | {r['sdpa_backend'] or '–'} | {r['median_ms']:.2f} | "
+        kernel = KERNEL_NAMES.get(r["sdpa_backend"], r["sdpa_backend"]) if r["sdpa_backend"] else "–"
+        lines.append(f"| {r['T']} | {METHOD_NAMES.get(r['method'], r['method'])} | {kernel} | {r['median_ms']:.2f} | "
                      f"{ratio:.2f} | {r['tflops']:.3f} | {mem} |")
     return "\n".join(lines)
