@@ -1,4 +1,5 @@
-"""Chinese glyphs in figures: the packaged CJK font must cover them on any machine."""
+"""Chinese glyphs in figures: the packaged CJK font must cover them on any machine; in the book build a
+missing glyph fails and each figure's text is recorded."""
 
 import warnings
 from pathlib import Path
@@ -60,7 +61,83 @@ def test_attention_heatmap_labels_axes_and_adds_colorbar():
     fig, ax = plt.subplots()
     w = torch.softmax(torch.randn(3, 4), dim=-1)
     plot.attention_heatmap(ax, w, ["q1", "q2", "q3"], ["k1", "k2", "k3", "k4"], title="t")
-    assert ax.get_xlabel() == "keys →" and ax.get_ylabel() == "queries ↓"
+    assert ax.get_xlabel() == "键 →" and ax.get_ylabel() == "查询 ↓"    # rows are queries, columns keys
     assert len(fig.axes) == 2  # the heatmap and its colour bar
     assert ax.images[0].get_array().shape == (3, 4)
+    plt.close(fig)
+
+
+def test_probability_bars_label_in_chinese():
+    fig, ax = plt.subplots()
+    plot.probability_bars(ax, torch.tensor([0.2, 0.8]))
+    assert ax.get_ylabel() == "概率"
+    plt.close(fig)
+
+
+# --- the build's checks: missing glyphs and the recorded text ------------------------------------------------
+
+LACKING = "ก"  # THAI CHARACTER KO KAI: in neither DejaVu Sans nor Noto Sans CJK SC
+
+
+def _png(fig):
+    from IPython.core.pylabtools import print_figure
+
+    return print_figure(fig, fmt="png", base64=True)
+
+
+def test_the_packaged_fonts_lack_the_test_glyph():
+    from matplotlib.ft2font import FT2Font
+
+    plot.use_book_style()
+    for path in (plot.cjk_font_path(), font_manager.findfont("DejaVu Sans")):
+        assert ord(LACKING) not in FT2Font(str(path)).get_charmap() and ord("键") in FT2Font(
+            str(plot.cjk_font_path())).get_charmap()
+
+
+def test_a_missing_glyph_fails_and_chinese_passes():
+    plot.use_book_style()
+    fig, ax = plt.subplots()
+    ax.set_title(f"注意力 {LACKING}")
+    with pytest.raises(plot.MissingGlyphError, match=r"Glyph 3585 .* missing from font.*注意力"):
+        plot.drawn_checked(_png, fig)
+    ax.set_title(CHINESE)
+    data, metadata = plot.drawn_checked(_png, fig)      # the control: Chinese renders
+    assert data and CHINESE in metadata[plot.TEXT_METADATA]
+    plt.close(fig)
+
+
+def test_figure_text_collects_what_the_figure_draws():
+    plot.use_book_style()
+    fig, (ax, ax2) = plt.subplots(1, 2)
+    plot.attention_heatmap(ax, torch.eye(2), ["甲", "乙"], ["丙", "丁"], title="标题")
+    ax2.plot([0, 1], [0, 1], label="图例")
+    ax2.legend()
+    ax2.annotate("注释", (0.5, 0.5))
+    ax2.set_xticks([0, 1], ["左", "右"])
+    fig.suptitle("总标题")
+    fig.colorbar(ax.images[0], ax=ax2).set_label("色条")
+    _, metadata = plot.drawn_checked(_png, fig)
+    texts = metadata[plot.TEXT_METADATA]
+    for expected in ("标题", "键 →", "查询 ↓", "甲", "丁", "图例", "注释", "左", "右", "总标题", "色条", "1.0"):
+        assert expected in texts, expected
+    ax2.set_xticks([0.5], ["中"])                        # retired tick labels are not reported
+    fig.canvas.draw()
+    assert "左" not in plot.figure_text(fig) and "中" in plot.figure_text(fig)
+    plt.close(fig)
+
+
+def test_shown_figures_are_checked_in_an_ipython_shell():
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.core.pylabtools import select_figure_formats
+
+    shell = InteractiveShell.instance()
+    select_figure_formats(shell, {"png"})
+    assert plot.check_shown_figures(shell) == 1 and plot.check_shown_figures(shell) == 0  # wrapped once
+    fig, ax = plt.subplots()
+    ax.set_title("图")
+    data, metadata = shell.display_formatter.format(fig)
+    assert "image/png" in data and "图" in metadata["image/png"][plot.TEXT_METADATA]
+    ax.set_title(LACKING)
+    data, _ = shell.display_formatter.format(fig)        # IPython shows the traceback instead of the image
+    assert "image/png" not in data
     plt.close(fig)

@@ -60,15 +60,20 @@ def seed_everything(seed: int = 0) -> None:
 def start_chapter() -> torch.device:
     """First cell of every chapter: one CPU thread, seed ``seed(0)``, figure style, start the clock; returns the device.
 
+    In the book build (``ATTNBOOK_GLUE`` set) every figure shown is checked as it is drawn
+    (``plot.check_shown_figures``): a missing glyph raises, and the figure's text is kept in the output.
+
     One thread because float sums are split differently across threads: with it, a trained model and every
     printed digit are the same on any core count (the book's small tensors gain little from more threads).
     """
     global _chapter_start
-    from .plot import use_book_style
+    from .plot import check_shown_figures, use_book_style
 
     torch.set_num_threads(1)
     seed_everything(seed(0))
     use_book_style()
+    if os.environ.get(GLUE_VARIABLE):  # the book build: a missing glyph fails, each figure's text is recorded
+        check_shown_figures()
     _chapter_start = time.perf_counter()
     return pick_device()
 
