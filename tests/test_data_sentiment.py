@@ -28,6 +28,8 @@ def test_counts_and_labels_against_the_raw_files(reviews):
     assert texts[-1] == [ln for ln in raw["neg.txt"] if ln.strip()][-1].strip() and labels[-1] == 0
     assert all(t == t.strip() and t for t in texts)
     assert data.SENTIMENT_LABELS[1] == "positive"
+    # what a reader sees, by the same label index: label 0 negative (差评), label 1 positive (好评)
+    assert data.SENTIMENT_NAMES == ("差评", "好评") and len(data.SENTIMENT_NAMES) == len(data.SENTIMENT_LABELS)
 
 
 def test_split_is_deduplicated_disjoint_and_consistent(reviews):

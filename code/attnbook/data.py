@@ -123,9 +123,10 @@ def peoples_daily_words(drop_tags: Iterable[str] = ("w",),
 
 from typing import NamedTuple  # noqa: E402 (this section was appended to the module)
 
-__all__ += ["SENTIMENT_LABELS", "LabelledTexts", "load_sentiment_reviews", "sentiment_splits"]
+__all__ += ["SENTIMENT_LABELS", "SENTIMENT_NAMES", "LabelledTexts", "load_sentiment_reviews", "sentiment_splits"]
 
-SENTIMENT_LABELS = ("negative", "positive")  # label 0, label 1
+SENTIMENT_LABELS = ("negative", "positive")  # label 0, label 1: identifiers, as in code
+SENTIMENT_NAMES = ("差评", "好评")             # label 0, label 1 as a reader sees them (titles, printed results)
 
 
 class LabelledTexts(NamedTuple):
