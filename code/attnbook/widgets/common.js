@@ -23,7 +23,7 @@ function rangeRow(label, attrs, cls) {            // "label [slider] readout", o
   row.className = "attnbook-controls";
   const input = Object.assign(document.createElement("input"), { type: "range", ...attrs });
   input.className = cls;
-  input.setAttribute("aria-label", cls);
+  input.setAttribute("aria-label", String(label).trim() || cls);  // what a screen reader says
   const out = document.createElement("span");
   out.className = `attnbook-readout ${cls}`;
   row.append(label, input, out);

@@ -32,7 +32,7 @@ function render({ model, el }) {
 
   const pickRow = Object.assign(document.createElement("div"), { className: "attnbook-controls" });
   const pick = Object.assign(document.createElement("select"), { className: "example" });
-  pick.setAttribute("aria-label", "example");
+  pick.setAttribute("aria-label", "例子");
   pick.style.maxWidth = "100%";
   srcs.forEach((s, i) => pick.append(new Option(`${s.join("")} → ${text(tgts[i])}`, i)));
   pickRow.append("输入 ", pick);
@@ -93,7 +93,7 @@ function render({ model, el }) {
       svg.append(node);
       return node;
     };
-    label(left + (S * cell) / 2, 12, `cross-attention, layer ${l + 1}, head ${h + 1} (queries ↓, keys →)`);
+    label(left + (S * cell) / 2, 12, `交叉注意力：第 ${l + 1} 层第 ${h + 1} 个头（查询 ↓，键 →）`);
     src.forEach((c, k) => label(left + (k + 0.5) * cell, top - 6, c).classList.add("key"));
     tgt.forEach((c, i) => {
       const q = label(left - 4, top + (i + 0.5) * cell + 4, c, "text-anchor: end");
@@ -118,7 +118,7 @@ function render({ model, el }) {
     }
     label(bx + 14, top + 8, "1", "text-anchor: start");
     label(bx + 14, top + T * cell, "0", "text-anchor: start");
-    label(left + (S * cell) / 2, Ht - 6, "source (keys →)");
+    label(left + (S * cell) / 2, Ht - 6, "源序列（键 →）");
   }
 
   const set = (key, value) => { model.set(key, Number(value)); model.save_changes(); };

@@ -12,7 +12,7 @@ function render({ model, el }) {
   const slider = Object.assign(document.createElement("input"), {
     type: "range", min: 0, max: dks.length - 1, step: 1,
   });
-  slider.setAttribute("aria-label", "d_k (log scale)");
+  slider.setAttribute("aria-label", "键维度 d_k（对数刻度）");
   const dkOut = document.createElement("span");
   dkOut.className = "attnbook-readout dk";
   controls.append("键维度 d_k ", slider, dkOut);

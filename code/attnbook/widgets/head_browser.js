@@ -63,9 +63,9 @@ function render({ model, el }) {
   const pickRow = row(), controls = row();
   const pick = document.createElement("select");
   pick.className = "sentence";
-  pick.setAttribute("aria-label", "sentence");
+  pick.setAttribute("aria-label", "句子");
   sentences.forEach((s, i) => pick.append(new Option(s, i)));
-  const layer = slider("layer", L, "layer"), head = slider("head", H, "head");
+  const layer = slider("层", L, "layer"), head = slider("头", H, "head");
   const which = document.createElement("span");
   which.className = "attnbook-readout which";
   pick.style.maxWidth = "100%";
@@ -118,7 +118,7 @@ function render({ model, el }) {
     svg.setAttribute("viewBox", `0 0 ${W} ${Ht}`);
     svg.replaceChildren();
     const title = svgEl("text", { x: left + side / 2, y: 12, class: "title" });
-    title.textContent = `MiniLM layer ${l + 1}, head ${h + 1} (queries ↓, keys →)`;
+    title.textContent = `MiniLM 第 ${l + 1} 层第 ${h + 1} 个头（查询 ↓，键 →）`;
     svg.append(title);
     for (let i = 0; i < n; i++) {
       const ql = svgEl("text", { x: left - 4, y: top + (i + 0.5) * cell + 4, style: "text-anchor: end" });
@@ -151,7 +151,7 @@ function render({ model, el }) {
       svg.append(t);
     }
     const xl = svgEl("text", { x: left + side / 2, y: Ht - 6 });
-    xl.textContent = "keys →";
+    xl.textContent = "键 →";
     svg.append(xl);
   }
 

@@ -39,9 +39,9 @@ function render({ model, el }) {
     const x = x0 + (i / 4) * (x1 - x0);
     label(plot, xOf(x), axisY + 13, x.toFixed(0));
   }
-  label(plot, W - R, H1 - 2, `position ${xu}`, "text-anchor: end");
+  label(plot, W - R, H1 - 2, xu ? `位置（${xu}）` : "位置", "text-anchor: end");
   for (const y of [lo, hi]) label(plot, L - 4, yOf(y) + 4, y.toFixed(1), "text-anchor: end");
-  label(plot, L + 4, 12, `value ${yu}: estimate (blue), nearest (grey steps), mean (dashed)`, "text-anchor: start");
+  label(plot, L + 4, 12, `${yu ? `值（${yu}）` : "值"}：估计（蓝点与曲线）、最近点（灰色阶梯）、平均（虚线）`, "text-anchor: start");
 
   // Grid of queries along the axis: the estimate curve and the nearest-station steps.
   const grid = Array.from({ length: 161 }, (_, i) => x0 + (i / 160) * (x1 - x0));
@@ -60,7 +60,7 @@ function render({ model, el }) {
   const bot = svgEl("svg", { viewBox: `0 0 ${W} ${H2}`, width: "100%", role: "img", class: "weights" });
   const base = H2 - 18, plotH = base - 30;
   bot.append(svgEl("line", { x1: L, x2: W - R, y1: base, y2: base, class: "axis" }));
-  label(bot, L + 4, 12, "weights α_j over the data points (sum 1)", "text-anchor: start");
+  label(bot, L + 4, 12, "各数据点的权重 α_j（总和为 1）", "text-anchor: start");
   const bars = ks.map((k) => {
     const bar = svgEl("rect", { x: xOf(k) - 5, width: 10, y: base, height: 0, class: "bar" });
     const value = svgEl("text", { x: xOf(k), y: base - 3, class: "value" });

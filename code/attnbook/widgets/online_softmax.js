@@ -38,7 +38,7 @@ function render({ model, el }) {
     svg.append(t);
     return svg;
   };
-  const scoresSvg = panel(H1, "scores", "scores sⱼ of one query (blue: read, orange: this block); dashed: running max m");
+  const scoresSvg = panel(H1, "scores", "一个查询的分数 sⱼ（蓝：已读，橙：本块）；虚线：目前的最大值 m");
   scoresSvg.append(svgEl("line", { x1: L, x2: W - R, y1: yS(0), y2: yS(0), class: "axis" }));
   for (const x of [lo, hi]) {
     const t = svgEl("text", { x: L - 3, y: yS(x) + 4, style: "text-anchor: end" });
@@ -56,7 +56,7 @@ function render({ model, el }) {
   scoresSvg.append(mLine, separators);
 
   const H2 = 110, t2 = 20, b2 = 14, pMax = Math.max(...full), yP = (p) => H2 - b2 - (p / pMax) * (H2 - t2 - b2) * 0.9;
-  const weightsSvg = panel(H2, "weights", "weights exp(sⱼ − m) / l so far; outlines: the full softmax");
+  const weightsSvg = panel(H2, "weights", "目前的权重 exp(sⱼ − m) / l；空心框：整行 softmax");
   weightsSvg.append(svgEl("line", { x1: L, x2: W - R, y1: H2 - b2, y2: H2 - b2, class: "axis" }));
   const pBars = s.map((_, j) => {
     const x = xOf(j) + bw * 0.15, w = bw * 0.7;
@@ -69,7 +69,7 @@ function render({ model, el }) {
   const table = document.createElement("table");
   table.className = "steps";
   table.style.fontSize = "0.8em";
-  table.innerHTML = "<thead><tr><th>t</th><th>keys</th><th>m<sub>t</sub></th>" +
+  table.innerHTML = "<thead><tr><th>t</th><th>键</th><th>m<sub>t</sub></th>" +
     "<th>e<sup>m<sub>t−1</sub> − m<sub>t</sub></sup></th><th>l<sub>t</sub></th>" +
     "<th>õ<sub>t</sub></th><th>o<sub>t</sub> = õ<sub>t</sub> / l<sub>t</sub></th></tr></thead><tbody></tbody>";
   el.append(bRow.row, tRow.row, info, scoresSvg, weightsSvg, table);

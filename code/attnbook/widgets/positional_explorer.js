@@ -29,8 +29,8 @@ function render({ model, el }) {
   const n = model.get("max_len"), d = model.get("d_model"), base = model.get("base");
   const W = 440, H = 130, pad = 24, mid = H / 2 + 6, amp = (H - 2 * pad) / 2;
   el.classList.add("attnbook-widget");
-  const pos = slider("位置 pos ", n - 1, "position pos");
-  const dim = slider("维度 j ", d - 1, "feature index j");
+  const pos = slider("位置 pos ", n - 1, "位置 pos");
+  const dim = slider("维度 j ", d - 1, "维度 j");
   pos.out.classList.add("pos");
   dim.out.classList.add("dim");
   const info = document.createElement("div");

@@ -66,7 +66,7 @@ function render({ model, el }) {
   const marker = svgEl("circle", { r: 4.5, class: "marker" });
   offsets.append(svgEl("line", { x1: L, x2: W - Rm, y1: yOf(0), y2: yOf(0), class: "axis" }),
     svgEl("line", { x1: xOf(0), x2: xOf(0), y1: top, y2: H - bottom, class: "ref" }), curve, marker);
-  for (const [x, y, text, anchor] of [[L + 4, 12, `score <rot(q, m), rot(k, n)> over all ${D / 2} pairs vs n − m`, "start"],
+  for (const [x, y, text, anchor] of [[L + 4, 12, `全部 ${D / 2} 对的分数 ⟨rot(q, m), rot(k, n)⟩ 随 n − m 的变化`, "start"],
     [xOf(-M), H - 6, String(-M), "middle"], [xOf(0), H - 6, "n − m = 0", "middle"], [xOf(M), H - 6, String(M), "middle"],
     [L - 4, yOf(big) + 4, big.toFixed(1), "end"], [L - 4, yOf(-big) + 4, (-big).toFixed(1), "end"]]) {
     const t = svgEl("text", { x, y, style: `text-anchor: ${anchor}` });
@@ -87,13 +87,13 @@ function render({ model, el }) {
     q0(q[a] * scale, q[a + 1] * scale); k0(k[a] * scale, k[a + 1] * scale);
     qr(rq[a] * scale, rq[a + 1] * scale); kr(rk[a] * scale, rk[a + 1] * scale);
     const pairScore = rq[a] * rk[a] + rq[a + 1] * rk[a + 1];
-    const text = [[`pair i = ${i}: θ_i = ${theta.toPrecision(4)} rad`, "currentColor"],
-      [`q (blue) turned by mθ_i = ${(m * theta).toPrecision(4)}`, BLUE],
-      [`k (orange) turned by nθ_i = ${(n * theta).toPrecision(4)}`, ORANGE],
-      [`angle added: (n − m)θ_i = ${((n - m) * theta).toPrecision(4)}`, "currentColor"],
-      [`this pair's share: ${pairScore.toFixed(4)}`, "currentColor"],
-      [`score q·k over all pairs: ${score.toFixed(4)}`, "currentColor"],
-      ["dashed: before rotation", "#888"]];
+    const text = [[`分量对 i = ${i}：θ_i = ${theta.toPrecision(4)} 弧度`, "currentColor"],
+      [`q（蓝）转过 mθ_i = ${(m * theta).toPrecision(4)}`, BLUE],
+      [`k（橙）转过 nθ_i = ${(n * theta).toPrecision(4)}`, ORANGE],
+      [`两者的夹角多了 (n − m)θ_i = ${((n - m) * theta).toPrecision(4)}`, "currentColor"],
+      [`这一对贡献的分数：${pairScore.toFixed(4)}`, "currentColor"],
+      [`全部分量对的分数 q·k：${score.toFixed(4)}`, "currentColor"],
+      ["虚线：旋转前", "#888"]];
     text.forEach(([s, colour], j) => { lines[j].textContent = s; lines[j].setAttribute("fill", colour); });
     marker.setAttribute("cx", xOf(n - m));
     marker.setAttribute("cy", yOf(score));

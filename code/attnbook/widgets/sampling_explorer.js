@@ -28,12 +28,12 @@ function render({ model, el }) {
   const promptRow = document.createElement("div");
   promptRow.className = "attnbook-controls";
   const select = document.createElement("select");
-  select.setAttribute("aria-label", "prompt");
+  select.setAttribute("aria-label", "提示词");
   prompts.forEach((text, i) => {
     select.append(Object.assign(document.createElement("option"), { value: i, textContent: text }));
   });
   promptRow.append("开头 ", select);
-  const t = rangeRow("温度 T ", { min: -1, max: 0.7, step: 0.01 }, "temperature");
+  const t = rangeRow("温度 τ ", { min: -1, max: 0.7, step: 0.01 }, "temperature");
   const k = rangeRow("top-k ", { min: 0, max: n, step: 1 }, "top_k");
   const p = rangeRow("top-p ", { min: 0.05, max: 1, step: 0.01 }, "top_p");
   const out = document.createElement("div");

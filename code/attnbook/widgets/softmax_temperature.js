@@ -1,4 +1,4 @@
-// softmax(z / T) as SVG bars. The arithmetic runs here, so the chart works without a kernel.
+// softmax(z / τ) as SVG bars (τ: the temperature, `temperature` in code). The arithmetic runs here, so the chart works without a kernel.
 
 function render({ model, el }) {
   const z = model.get("logits"), labels = model.get("labels");
@@ -11,10 +11,10 @@ function render({ model, el }) {
     type: "range", step: "0.01",
     min: Math.log10(model.get("t_min")), max: Math.log10(model.get("t_max")),
   });
-  slider.setAttribute("aria-label", "temperature T (log scale)");
+  slider.setAttribute("aria-label", "温度 τ（对数刻度）");
   const readout = document.createElement("span");
   readout.className = "attnbook-readout";
-  controls.append("温度 T ", slider, readout);
+  controls.append("温度 τ ", slider, readout);
 
   const svg = svgEl("svg", { viewBox: `0 0 ${W} ${H}`, width: "100%", role: "img" });
   svg.append(svgEl("line", { x1: pad, x2: W - pad, y1: H - pad, y2: H - pad, class: "axis" }));

@@ -21,7 +21,7 @@ function render({ model, el }) {
   const tRow = rangeRow("序列长度 T ", { min: step, max: model.get("t_max"), step }, "seq-len");
   const bRow = rangeRow("块大小 b ", { min: 0, max: sizes.length - 1, step: 1 }, "block");
   const causalBox = Object.assign(document.createElement("input"), { type: "checkbox", className: "causal" });
-  causalBox.setAttribute("aria-label", "causal");
+  causalBox.setAttribute("aria-label", "因果掩码");
   const cRow = document.createElement("label");
   cRow.className = "attnbook-controls";
   cRow.append(causalBox, " 因果掩码");
@@ -45,7 +45,7 @@ function render({ model, el }) {
       rect.dataset.kind = kind;
       svg.append(rect);
     }));
-    const legend = [["full (整块计算)", 2], ["masked (算后掩码)", 1], ["skipped (跳过)", 0]];
+    const legend = [["整块计算", 2], ["算后掩码", 1], ["跳过", 0]];
     legend.forEach(([text, kind], i) => {
       svg.append(svgEl("rect", { x: side + L + 14, y: top + 10 + 22 * i, width: 12, height: 12,
         fill: KIND_FILL[kind], stroke: "#999" }));
@@ -53,8 +53,8 @@ function render({ model, el }) {
       t.textContent = text;
       svg.append(t);
     });
-    for (const [x, y, text] of [[L + side / 2, side + top + 20, "key blocks →"],
-      [side + L + 14, top + 90, "query blocks ↓"]]) {
+    for (const [x, y, text] of [[L + side / 2, side + top + 20, "键块 →"],
+      [side + L + 14, top + 90, "查询块 ↓"]]) {
       const t = svgEl("text", { x, y, style: x > side ? "text-anchor: start" : "" });
       t.textContent = text;
       svg.append(t);
