@@ -1,4 +1,5 @@
-"""The errata: each entry quotes its source word for word; each erratum has one box in the chapters; counts are built."""
+"""The errata: each entry quotes its source word for word; each erratum has one note in the chapters (one sentence
+linking the appendix, or, while a chapter still has one, a collapsed box that quotes word for word); counts are built."""
 
 from __future__ import annotations
 
@@ -38,15 +39,18 @@ def appendix_entries(text: str) -> dict[str, str]:
 
 
 def chapter_boxes() -> dict[str, str]:
-    """errata-<chapter>-… label -> the erratum admonition it names."""
+    """errata-<chapter>-… label -> the note it names: the 勘误 admonition after it, else the paragraph after it."""
     boxes = {}
     for path in sorted(CHAPTERS.glob("*.md")):
         if path.name == "errata.md":
             continue
         text = path.read_text(encoding="utf-8")
-        for m in re.finditer(r"^\((errata-[a-z_]+-[\w-]+)\)=\n(:::\{admonition\} 勘误.*?^:::$)", text, re.M | re.S):
-            boxes[m[1]] = m[2]
+        for m in re.finditer(r"^\((errata-[a-z_]+-[\w-]+)\)=\n", text, re.M):
+            rest = text[m.end():]
+            box = re.match(r":::\{admonition\} 勘误.*?^:::$", rest, re.M | re.S)
+            boxes[m[1]] = box[0] if box else rest.split("\n\n")[0]
     return boxes
+
 
 
 def quotes(block: str) -> list[tuple[str, set[str]]]:
@@ -121,10 +125,10 @@ def test_the_quote_check_catches_a_paraphrase_and_a_wrong_source():
     assert unquoted(block.replace(f"资料 {min(named)}", f"资料 {wrong}"))[0] == quote[:80]
 
 
-def test_the_digests_are_those_of_the_quotes_the_book_makes():
-    # With the source notes present the digests must be exactly the book's quotes (run this file as a script to
-    # rewrite them); without, none may be stale (that every quote was checked is the word-for-word tests below).
-    made = quoted_digests([*ENTRIES.values(), *BOXES.values()])
+def test_the_digests_are_those_of_the_quotes_the_appendix_makes():
+    # The appendix holds every quote. With the source notes present the digests must be exactly its quotes (run this
+    # file as a script to rewrite them); without, none may be stale (that every quote was checked is the tests below).
+    made = quoted_digests(ENTRIES.values())
     assert made == VERIFIED if SEED_TEXT is not None else VERIFIED <= made, "run: python tests/test_errata.py"
 
 
@@ -135,12 +139,31 @@ def test_every_entry_quotes_its_source_word_for_word(label):
     assert unquoted(body) == []
 
 
+def inline_quotes(note: str) -> list[str]:
+    """“…” quotes of a one-sentence note (of four characters or more: shorter ones are words, not quotations)."""
+    return re.findall(r"“([^”]{4,})”", note)
+
+
+def in_appendix(source: str, piece: str) -> bool:
+    """A piece of an appendix quote of that source (the appendix quotes are the ones checked against the notes)."""
+    return any(piece in normalized(q) for body in ENTRIES.values() for q, named in quotes(body) if source in named)
+
+
 @pytest.mark.parametrize("label", list(BOXES))
-def test_every_box_is_collapsed_and_quotes_its_source_word_for_word(label):
-    box = BOXES[label]
-    assert BOX_OPEN.match(box), f"{label}: not a collapsed 勘误（资料 …）：summary box"
-    assert quotes(box), f"{label}: no quoted source text"
-    assert unquoted(box) == []
+def test_every_note_is_one_sentence_or_a_collapsed_box_quoting_word_for_word(label):
+    note = BOXES[label]
+    if quotes(note):          # the older form, while a chapter still has it: a collapsed box quoting word for word
+        assert BOX_OPEN.match(note), f"{label}: not a collapsed 勘误（资料 …）：summary box"
+        assert unquoted(note) == []
+        return
+    # the form the chapters move to: one sentence (a paragraph or an admonition's body) that links the appendix
+    body = re.sub(r"^:::\{admonition\}.*\n(?::\w+:.*\n)*|^:::$", "", note, flags=re.M).strip()
+    assert re.search(r"\{ref\}`erratum-[\w-]+`", body), f"{label}: does not link an appendix entry"
+    assert not re.search(r"[。！？]", body.rstrip("。！？")), f"{label}: more than one sentence"
+    named = set(SOURCE.findall(body))
+    for q in inline_quotes(body):   # what it quotes from a named source is the source's own words
+        assert all(any(found(n, piece) if SEED_TEXT is not None else in_appendix(n, piece) for n in named)
+                   for piece in pieces(q)), f"{label}: “{q[:40]}” is not in 资料 {sorted(named)}"
 
 
 def test_each_erratum_has_one_home_and_each_box_links_its_entries():
@@ -164,5 +187,5 @@ def test_no_source_sentence_is_quoted_in_two_boxes():
 if __name__ == "__main__":
     if SEED_TEXT is None:
         sys.exit(f"source notes not found at {SEEDS} (set ATTNBOOK_SEEDS)")
-    DIGESTS.write_text("\n".join(sorted(quoted_digests([*ENTRIES.values(), *BOXES.values()]))) + "\n")
+    DIGESTS.write_text("\n".join(sorted(quoted_digests(ENTRIES.values()))) + "\n")
     print(f"{DIGESTS.relative_to(ROOT)}: {len(DIGESTS.read_text().split())} quoted pieces")

@@ -1,7 +1,7 @@
 """Sphinx extension: how many errata the book lists, counted from the sources at every build.
 
-An entry of the appendix (chapters/errata.md) starts with an ``(erratum-…)=`` label; an erratum box in a
-chapter is an ``(errata-<chapter>-…)=`` label followed by a ``勘误`` admonition. The counts become the MyST
+An entry of the appendix (chapters/errata.md) starts with an ``(erratum-…)=`` label; an erratum note in a
+chapter (one sentence linking the appendix, or an older ``勘误`` admonition) starts with an ``(errata-<chapter>-…)=`` label. The counts become the MyST
 substitutions ``{{ errata_count }}`` and ``{{ errata_box_count }}``, so no page types them by hand.
 """
 
@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 ENTRY = re.compile(r"^\((erratum-[\w-]+)\)=$", re.M)
-BOX = re.compile(r"^\((errata-[a-z_]+-[\w-]+)\)=\n:{3,}\{admonition\} 勘误", re.M)
+BOX = re.compile(r"^\((errata-[a-z_]+-[\w-]+)\)=$", re.M)
 
 
 def entry_labels(chapters: Path) -> list[str]:
