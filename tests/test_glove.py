@@ -71,7 +71,7 @@ def test_training_fits_the_log_counts(capsys):
     hist = train_glove(m, x, epochs=40, batch_size=16, lr=0.1)
     assert hist["loss"][-1] < 0.2 * hist["loss"][0] and hist["entries"] == x._nnz()
     out = capsys.readouterr()
-    assert "epoch 40/40" in out.out and out.err == ""
+    assert "第 40/40 轮" in out.out and out.err == ""
     # Words of the two topics never co-occur: the fitted vectors separate them.
     v = torch.nn.functional.normalize(m.vectors(), dim=1)
     assert (v[:4] @ v[:4].T).mean() > (v[:4] @ v[4:].T).mean() + 0.5

@@ -184,7 +184,7 @@ def test_training_is_deterministic_and_sgd_variant_runs(capsys):
     h = train_word2vec(SkipGram(10, 4), sents, counts, epochs=2, batch_size=128, optimizer="sgd", lr=0.05)
     assert h["loss"][-1] < h["loss"][0]
     out = capsys.readouterr()
-    assert "epoch 2/2" in out.out and out.err == ""  # progress on stdout only
+    assert "第 2/2 轮" in out.out and out.err == ""  # progress on stdout only
     with pytest.raises(ValueError, match="counts must be \\(10,\\)"):
         train_word2vec(SkipGram(10, 4), sents, counts[:5])
     with pytest.raises(ValueError, match="optimizer must be 'adam' or 'sgd'"):

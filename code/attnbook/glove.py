@@ -130,6 +130,6 @@ def train_glove(model: GloVe, cooc: Tensor, *, epochs: int = 10, batch_size: int
             total += loss.item() * len(idx)
         history.append(total / len(order))
         if log:
-            print(f"epoch {epoch + 1}/{epochs}: {len(order):,} entries, loss {history[-1]:.4f},"
-                  f" {time.perf_counter() - start:.1f} s", file=sys.stdout)
+            print(f"第 {epoch + 1}/{epochs} 轮：{len(order):,} 个非零元，平均损失 {history[-1]:.4f}，"
+                  f"已用 {time.perf_counter() - start:.1f} s", file=sys.stdout)
     return {"loss": history, "entries": len(x_all), "seconds": time.perf_counter() - start}

@@ -229,6 +229,6 @@ def train_word2vec(model: SkipGram, sentences: Sequence[Tensor], counts: Tensor,
         history += epoch_loss
         seen += len(order)
         if log:
-            print(f"epoch {epoch + 1}/{epochs}: {len(order):,} examples, loss {sum(epoch_loss) / len(epoch_loss):.3f},"
-                  f" {time.perf_counter() - start:.1f} s", file=sys.stdout)
+            print(f"第 {epoch + 1}/{epochs} 轮：{len(order):,} 个样本，平均损失 {sum(epoch_loss) / len(epoch_loss):.3f}，"
+                  f"已用 {time.perf_counter() - start:.1f} s", file=sys.stdout)
     return {"loss": history, "examples": seen, "seconds": time.perf_counter() - start}
