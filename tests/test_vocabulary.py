@@ -1,5 +1,7 @@
-"""One vocabulary and one page structure: the word table of the notation page holds in every chapter's prose,
-and every numbered chapter opens with what the reader will learn and ends with a summary."""
+"""One vocabulary and one page structure: the word table of the notation page holds in every chapter's prose, the
+symbol rules of the notation page that a pattern can check hold in every page's text (d_k, τ, 填入/填充, 1-based
+head mapping, glossary terms in Chinese), and every numbered chapter opens with what the reader will learn and ends
+with a summary."""
 
 from __future__ import annotations
 
@@ -89,6 +91,95 @@ def test_chapter_opens_with_what_the_reader_will_learn_and_ends_with_a_summary(c
     assert "小结" in sections, f"{chapter}: no '## 小结'"
     tail = sections[sections.index("小结") + 1:]
     assert set(tail) <= {"练习", "参考文献"}, f"{chapter}: after 小结 only 练习 and 参考文献 may follow, got {tail}"
+
+
+def page_text(chapter: str) -> list[tuple[int, str]]:
+    """(line, raw text) of a page outside code cells and other fences (math, roles and code spans kept)."""
+    text = (claims_audit.CHAPTERS / f"{chapter}.md").read_text(encoding="utf-8")
+    out, fence = [], None
+    for n, line in enumerate(text.splitlines(), 1):
+        m = re.match(r"^\s*(`{3,}|~{3,})", line)
+        if fence is None and m and not line.strip().startswith("```{glossary}"):
+            fence = m.group(1)
+            continue
+        if fence is not None:
+            if line.strip().startswith(fence) and line.strip().strip(fence[0]) == "":
+                fence = None
+            continue
+        out.append((n, line))
+    return out
+
+
+# Symbol rules of the notation page that a pattern can check: (rule, pattern over the page's text outside code).
+SYMBOL_RULES = [
+    ("per-head width is d_k, not d_head / D_h", re.compile(r"d_\{?\\(?:text|mathrm)\{head\}|(?<![\w\\])D_(?:h\b|\{h\})")),
+    ("number of layers is N, not N_layers", re.compile(r"N_\{?\\(?:text|mathrm)\{layers\}")),
+    ("temperature is τ: no logits divided by T", re.compile(r"(?:\\boldsymbol\s*z|\bz|\bs_j|\bz_i|\bz_j|\bx|\})\s*/\s*T(?![\w{])")),
+    ("temperature is τ, not $T$", re.compile(r"温度\s*\$T\$|\{term\}`温度`\s*\$T\$")),
+    ("heads are counted from 1 in formulas: ⌈i·H_kv/H⌉, not ⌊i/(H/H_kv)⌋", re.compile(r"\\lfloor\s*i\s*/\s*\(?H\s*/\s*H_\{?kv")),
+    ("source length is T_src, not S", re.compile(r"T_\{\\text\{tgt\}\}\s*,\s*S\b|\(B\s*,\s*H\s*,\s*T\s*,\s*S\)")),
+    ("填入 (not 填充) for writing −∞ into masked scores",
+     re.compile(r"填充[^。；，\n]{0,10}(?:-\\infty|−∞|-∞|-inf|-1e9|-10\^9|负无穷|很大的负数)"
+                r"|(?:-\\infty|−∞|-∞|-inf\b|-1e9|负无穷|很大的负数)[`$]?\s*(?:来|去)?填充")),
+]
+
+
+def symbol_findings(chapter: str) -> list[str]:
+    return [f"{chapter}.md:{n}: {rule}: {line.strip()[:90]}"
+            for n, line in page_text(chapter) for rule, rx in SYMBOL_RULES if rx.search(line)]
+
+
+@pytest.mark.parametrize("chapter", claims_audit.chapter_names())
+def test_symbols_follow_the_notation_page(chapter):
+    found = symbol_findings(chapter)
+    assert not found, "\n".join(found)
+
+
+def glossary_entries() -> dict[str, str]:
+    """Every name of a glossary entry -> the entry's first name (the book's term)."""
+    text = (claims_audit.CHAPTERS / "glossary.md").read_text(encoding="utf-8")
+    names: dict[str, str] = {}
+    for block in re.findall(r"```\{glossary\}\n(.*?)```", text, re.S):
+        entry: list[str] = []
+        for line in block.splitlines():
+            if line.strip() and not line[0].isspace():
+                entry.append(line.strip())
+            elif entry:
+                names.update({name.lower(): entry[0] for name in entry})
+                entry = []
+    return names
+
+
+CJK = re.compile(r"[\u4e00-\u9fff]")
+TERM = re.compile(r"\{term\}`([^`<]*?)\s*(?:<([^>]*)>)?`")
+
+
+@pytest.mark.parametrize("chapter", [c for c in claims_audit.chapter_names() if c != "glossary"])
+def test_term_roles_show_the_chinese_term_where_the_glossary_has_one(chapter):
+    names = glossary_entries()
+    found = []
+    for n, line in page_text(chapter):
+        for m in TERM.finditer(line):
+            shown, target = m.group(1).strip(), (m.group(2) or m.group(1)).strip()
+            book_term = names.get(target.lower(), "")
+            proper_name = bool(re.search(r"[A-Z0-9]", shown))   # FlashAttention, 3CosAdd: names may stay (rules)
+            if not CJK.search(shown) and not proper_name and CJK.search(book_term):
+                found.append(f"{chapter}.md:{n}: {{term}}`{m.group(0)[7:-1]}` shows English; the glossary's term is {book_term}")
+    assert not found, "\n".join(found)
+
+
+def test_symbol_and_term_rules_catch_what_they_name():
+    bad = ["$d_{\\text{head}}$", "$2N_{\\text{layers}}BT$", "$\\sigma(\\boldsymbol z/T)$", "温度 $T$ 越高",
+           "$\\lfloor i/(H/H_{kv})\\rfloor$", "$(B,H,T_{\\text{tgt}},S)$", "把被屏蔽的分数填充为 $-\\infty$",
+           "用 `-inf` 填充"]
+    good = ["$d_k$", "$\\sigma(\\boldsymbol z/\\tau)$", "$n_b=T/b$", "把序列填充到同一长度", "$\\lceil iH_{kv}/H\\rceil$",
+            "填入 $-\\infty$"]
+    assert all(any(rx.search(t) for _, rx in SYMBOL_RULES) for t in bad)
+    assert not any(rx.search(t) for t in good for _, rx in SYMBOL_RULES)
+    names = glossary_entries()
+    assert names["teacher forcing"] == "教师强制" and names["padding"] == "填充"
+    shown = [m.group(1) for m in TERM.finditer("{term}`teacher forcing` {term}`教师强制 <teacher forcing>` {term}`FlashAttention`")]
+    assert [t for t in shown if not CJK.search(t) and not re.search(r"[A-Z0-9]", t)] == ["teacher forcing"]
 
 
 def test_discouraged_words_are_found():
