@@ -117,6 +117,8 @@ SYMBOL_RULES = [
     ("temperature is τ: no logits divided by T", re.compile(r"(?:\\boldsymbol\s*z|\bz|\bs_j|\bz_i|\bz_j|\bx|\})\s*/\s*T(?![\w{])")),
     ("temperature is τ, not $T$", re.compile(r"温度\s*\$T\$|\{term\}`温度`\s*\$T\$")),
     ("heads are counted from 1 in formulas: ⌈i·H_kv/H⌉, not ⌊i/(H/H_kv)⌋", re.compile(r"\\lfloor\s*i\s*/\s*\(?H\s*/\s*H_\{?kv")),
+    ("Shaw's clipping distance is k_max, not K", re.compile(r"\\operatorname\{clip\}\([^$]*?-\s*K\b")),
+    ("ALiBi's slope is s_h, not m", re.compile(r"-\s*m\s*(?:\\,)?\s*(?:\(i\s*-\s*j\)|\|i\s*-\s*j\|)")),
     ("source length is T_src, not S", re.compile(r"T_\{\\text\{tgt\}\}\s*,\s*S\b|\(B\s*,\s*H\s*,\s*T\s*,\s*S\)")),
     ("填入 (not 填充) for writing −∞ into masked scores",
      re.compile(r"填充[^。；，\n]{0,10}(?:-\\infty|−∞|-∞|-inf|-1e9|-10\^9|负无穷|很大的负数)"
@@ -171,9 +173,9 @@ def test_term_roles_show_the_chinese_term_where_the_glossary_has_one(chapter):
 def test_symbol_and_term_rules_catch_what_they_name():
     bad = ["$d_{\\text{head}}$", "$2N_{\\text{layers}}BT$", "$\\sigma(\\boldsymbol z/T)$", "温度 $T$ 越高",
            "$\\lfloor i/(H/H_{kv})\\rfloor$", "$(B,H,T_{\\text{tgt}},S)$", "把被屏蔽的分数填充为 $-\\infty$",
-           "用 `-inf` 填充"]
+           "用 `-inf` 填充", "$\\operatorname{clip}(j-i,-K,K)$", "$-m\\,(i-j)$"]
     good = ["$d_k$", "$\\sigma(\\boldsymbol z/\\tau)$", "$n_b=T/b$", "把序列填充到同一长度", "$\\lceil iH_{kv}/H\\rceil$",
-            "填入 $-\\infty$"]
+            "填入 $-\\infty$", "$\\operatorname{clip}(j-i,\\,-k_{\\max},\\,k_{\\max})$", "$- s_h\\,(i-j)$"]
     assert all(any(rx.search(t) for _, rx in SYMBOL_RULES) for t in bad)
     assert not any(rx.search(t) for t in good for _, rx in SYMBOL_RULES)
     names = glossary_entries()
