@@ -144,6 +144,14 @@ def test_a_few_training_steps_reduce_the_loss(attention):
     assert last < 0.8 * first
 
 
+def test_the_training_log_prints_in_chinese_the_mean_loss_of_each_window(capsys):
+    task = DigitTask("copy", train_lengths=(2, 4), max_length=6)
+    model = Seq2Seq(task.vocab_size, embed_dim=4, hidden_size=4, attention=False)
+    log = train_seq2seq(model, task, steps=6, batch_size=4, seed=0, log_every=3)
+    lines = capsys.readouterr().out.splitlines()
+    means = [sum(log["loss"][:3]) / 3, sum(log["loss"][3:]) / 3]   # the two windows of 3 steps
+    assert lines == [f"第 3/6 步  损失 {means[0]:.3f}", f"第 6/6 步  损失 {means[1]:.3f}"]
+
 def test_evaluation_of_a_model_that_always_says_eos():
     task = DigitTask("copy", train_lengths=(2, 4), max_length=6)
     model = Seq2Seq(task.vocab_size, embed_dim=4, hidden_size=4, attention=False)

@@ -158,7 +158,7 @@ def _train(model, task, steps, batch_size, lr, clip, seed, log_every, decay_lr) 
             schedule.step()
         losses.append(loss.item())
         if log_every and (i + 1) % log_every == 0:
-            print(f"step {i + 1:5d}  loss {sum(losses[-log_every:]) / log_every:.3f}", file=sys.stdout)
+            print(f"第 {i + 1}/{steps} 步  损失 {sum(losses[-log_every:]) / log_every:.3f}", file=sys.stdout)
     model.eval()
     return {"loss": losses, "lr": rates, "seconds": time.perf_counter() - start, "sequences": steps * batch_size}
 
