@@ -131,13 +131,16 @@ def test_shown_figures_are_checked_in_an_ipython_shell():
     from IPython.core.pylabtools import select_figure_formats
 
     shell = InteractiveShell.instance()
-    select_figure_formats(shell, {"png"})
-    assert plot.check_shown_figures(shell) == 1 and plot.check_shown_figures(shell) == 0  # wrapped once
-    fig, ax = plt.subplots()
-    ax.set_title("图")
-    data, metadata = shell.display_formatter.format(fig)
-    assert "image/png" in data and "图" in metadata["image/png"][plot.TEXT_METADATA]
-    ax.set_title(LACKING)
-    data, _ = shell.display_formatter.format(fig)        # IPython shows the traceback instead of the image
-    assert "image/png" not in data
-    plt.close(fig)
+    try:
+        select_figure_formats(shell, {"png"})
+        assert plot.check_shown_figures(shell) == 1 and plot.check_shown_figures(shell) == 0  # wrapped once
+        fig, ax = plt.subplots()
+        ax.set_title("图")
+        data, metadata = shell.display_formatter.format(fig)
+        assert "image/png" in data and "图" in metadata["image/png"][plot.TEXT_METADATA]
+        ax.set_title(LACKING)
+        data, _ = shell.display_formatter.format(fig)    # IPython shows the traceback instead of the image
+        assert "image/png" not in data
+        plt.close(fig)
+    finally:
+        InteractiveShell.clear_instance()                # later tests run outside IPython again

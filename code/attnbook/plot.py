@@ -108,7 +108,7 @@ def figure_text(fig: Figure) -> list[str]:
     labels, legends, annotations, colour-bar labels. Draw the figure first: tick labels are set at draw time."""
     current, ticks = set(), set()
     for ax in fig.get_axes():
-        for axis in ax._axis_map.values():  # x, y (and z)
+        for axis in filter(None, (ax.xaxis, ax.yaxis, getattr(ax, "zaxis", None))):
             for tick in axis.majorTicks + axis.minorTicks:
                 ticks.update((id(tick.label1), id(tick.label2)))
             # the ticks in view now (older Tick objects may keep stale text)
@@ -147,9 +147,13 @@ def check_shown_figures(shell=None) -> int:
         return 0
     # pyplot picks its backend at the first figure; the inline backend registers its display formats then.
     plt.switch_backend(matplotlib.get_backend())
-    if not getattr(shell, "_attnbook_checks_figures", False):  # after a later `%config InlineBackend…`
-        shell.events.register("post_run_cell", lambda result: check_shown_figures(shell))
+    if not getattr(shell, "_attnbook_checks_figures", False):  # again after a later `%config InlineBackend…`
+        shell.events.register("post_run_cell", lambda result: _wrap_formatters(shell))
         shell._attnbook_checks_figures = True
+    return _wrap_formatters(shell)
+
+
+def _wrap_formatters(shell) -> int:
     wrapped = 0
     for formatter in shell.display_formatter.formatters.values():
         draw = formatter.type_printers.get(Figure)
