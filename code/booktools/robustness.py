@@ -123,7 +123,7 @@ def main() -> int:
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)
         for run in runs:
-            nbformat.write(run.notebook, args.keep / f"{run.name}.ipynb")
+            nbformat.write(run.notebook, args.keep / f"{run.name.replace('/', '_')}.ipynb")
     text = table(runs, [p.stem for p in sources], variants)
     print(text)
     args.out.parent.mkdir(parents=True, exist_ok=True)
