@@ -46,7 +46,7 @@ def chapter_boxes() -> dict[str, str]:
             continue
         text = path.read_text(encoding="utf-8")
         for m in re.finditer(r"^\((errata-[a-z_]+-[\w-]+)\)=\n", text, re.M):
-            rest = text[m.end():]
+            rest = text[m.end():].lstrip("\n")
             box = re.match(r":::\{admonition\} 勘误.*?^:::$", rest, re.M | re.S)
             boxes[m[1]] = box[0] if box else rest.split("\n\n")[0]
     return boxes
