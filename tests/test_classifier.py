@@ -116,7 +116,7 @@ def test_training_reduces_the_loss_and_learns_a_toy_rule(capsys):
     acc = float((predict(model, *test[:2]).argmax(1) == test_y).float().mean())
     assert acc == pytest.approx(hist["val_acc"][-1])
     out = capsys.readouterr()
-    assert out.err == "" and out.out.count("epoch") == 3 and "val acc" in out.out  # progress on stdout only
+    assert out.err == "" and out.out.count(" 轮 ") == 3 and "验证准确率" in out.out  # progress on stdout only
 
 
 def test_char_vocab_and_encoding():

@@ -195,10 +195,10 @@ def train_classifier(model: nn.Module, train: tuple[Tensor, Tensor, Tensor], val
         hist["val_acc"].append(float((val_logits.argmax(1) == val[2]).float().mean()))
         hist["seconds"].append(time.perf_counter() - start)
         bar = "#" * round(20 * done / steps)
-        print(f"[{bar:<20}] epoch {epoch}/{epochs}  step {done}/{steps}  "
-              f"train loss {hist['train_loss'][-1]:.3f}  "
-              f"val loss {hist['val_loss'][-1]:.3f}  val acc {hist['val_acc'][-1]:.3f}  "
-              f"{hist['seconds'][-1]:.1f} s", file=out, flush=True)
+        print(f"[{bar:<20}] 第 {epoch}/{epochs} 轮  第 {done}/{steps} 步  "
+              f"训练损失 {hist['train_loss'][-1]:.3f}  "
+              f"验证损失 {hist['val_loss'][-1]:.3f}  验证准确率 {hist['val_acc'][-1]:.3f}  "
+              f"{hist['seconds'][-1]:.1f} 秒", file=out, flush=True)
     return hist
 
 
