@@ -16,5 +16,6 @@ def test_lengthened_run_replaces_the_settings_and_reports_every_checkpoint():
     ngrams = [float(v) for v in re.findall(r"\d-gram ([\d.]+)", out)]
     steps = [int(s) for s in re.findall(r"step +(\d+)", out)]
     assert "20 steps of 4 windows" in out and len(ngrams) == 4 and ngrams[0] > ngrams[1] > ngrams[2] and steps == [0, 10, 20]
+    assert float(re.search(r"training slice \([\d,]+ characters\): model ([\d.]+)", out).group(1)) > 1
     unk = float(re.search(r"<unk> ([\d.]+) %", out).group(1))
     assert unk > 1.3        # min_count=50 took effect: the chapter's own table (min_count=20) leaves 0.7–0.9 % <unk>

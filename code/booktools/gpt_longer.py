@@ -4,7 +4,8 @@ Runs the chapter's own cells, in one IPython shell, up to and including its trai
 ``SEGMENTS`` replaced (a checkpoint every ``--every`` steps; the learning-rate schedule stretches with STEPS),
 and optionally ``BATCH`` and ``MIN_COUNT`` (the character table's); the hidden check cells are skipped (they hold
 for the chapter's own settings). Prints each checkpoint's perplexity on the chapter's validation slice next to
-the n-grams' on the same positions, then the whole validation set's. Usage:
+the n-grams' on the same positions, then the model's on a training slice as long as the validation set (a gap
+between the two shows overfitting) and the whole validation set's. Usage:
 ``.venv/bin/python code/booktools/gpt_longer.py --steps 6900 --every 690`` (ten times the chapter's training,
 about 13 min of one thread on the project's machine).
 """
@@ -60,6 +61,8 @@ def main() -> None:
     for c in ns["checkpoints"]:
         print(f"step {c['step']:6}  validation-slice perplexity {c['val_ppl']:7.1f}")
     val = ns["streams"]["val"]
+    train_slice = ns["streams"]["train"][:len(val)]            # as many training characters: overfitting shows here
+    print(f"training slice ({len(train_slice):,} characters): model {ns['math'].exp(ns['model_nll'](ns['model'], train_slice)):.1f}")
     print(f"whole validation set: model {ns['math'].exp(ns['model_nll'](ns['model'], val)):.1f}, "
           f"2-gram {ns['math'].exp(ns['ngram_nll'](ns['ngrams'][2], val)):.1f}; character table {len(ns['vocab']):,}, "
           f"<unk> {100 * ns['unk_share']['val']:.2f} % of the validation characters")
