@@ -1,0 +1,110 @@
+"""RoPE scaling: frequencies and attention factors equal transformers.modeling_rope_utils; rotation equals apply_rotary.
+
+Breaks seen to fail: linear_scaling multiplying by the factor instead of dividing; dynamic NTK exponent
+dim/(dim-2) replaced by 1; YaRN ramp reversed (ramp <-> 1 - ramp); YaRN without ``truncate``'s floor/ceil;
+YaRN attention factor with mscale_all_dim ignored; apply_rotary_frequencies without the attention factor.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from attnbook import apply_rotary
+from attnbook import rope_scaling as rs
+
+tr_rope = pytest.importorskip("transformers.modeling_rope_utils")
+from transformers import LlamaConfig  # noqa: E402
+
+
+def _config(head_dim, base, max_pos, **rope):
+    return LlamaConfig(hidden_size=head_dim * 2, num_attention_heads=2, head_dim=head_dim,
+                       max_position_embeddings=max_pos, rope_parameters={"rope_theta": base, **rope})
+
+
+def _close(ours, theirs):
+    # transformers works in float32; ours is float64
+    torch.testing.assert_close(ours, theirs.to(torch.float64), rtol=2e-6, atol=0)
+
+
+@pytest.mark.parametrize("dim,base,factor", [(8, 10000.0, 2.0), (16, 500000.0, 8.0), (64, 10000.0, 4.0)])
+def test_linear_equals_transformers(dim, base, factor):
+    ref, af = tr_rope._compute_linear_scaling_rope_parameters(
+        _config(dim, base, 2048, rope_type="linear", factor=factor))
+    ours, our_af = rs.linear_scaling(dim, base, factor)
+    _close(ours, ref)
+    assert our_af == af == 1.0
+
+
+@pytest.mark.parametrize("dim,base,factor,max_pos,seq_len", [
+    (8, 10000.0, 2.0, 1024, 3000), (16, 10000.0, 4.0, 512, 512), (64, 500000.0, 8.0, 2048, 20000),
+    (32, 10000.0, 2.0, 1024, 100)])
+def test_dynamic_ntk_equals_transformers(dim, base, factor, max_pos, seq_len):
+    ref, af = tr_rope._compute_dynamic_ntk_parameters(
+        _config(dim, base, max_pos, rope_type="dynamic", factor=factor), seq_len=seq_len)
+    ours, our_af = rs.dynamic_ntk_scaling(dim, base, factor, max_pos, seq_len)
+    _close(ours, ref)
+    assert our_af == af == 1.0
+    if seq_len <= max_pos:                       # inside the training length nothing changes
+        torch.testing.assert_close(ours, rs.rope_frequencies(dim, base), rtol=1e-12, atol=0)
+    else:                                        # lowest frequency divided by s T / L - (s - 1)
+        ratio = rs.rope_frequencies(dim, base)[-1] / ours[-1]
+        assert math.isclose(float(ratio), factor * seq_len / max_pos - (factor - 1), rel_tol=1e-10)
+
+
+YARN = [
+    dict(dim=8, base=10000.0, factor=4.0, orig=1024),
+    dict(dim=64, base=10000.0, factor=16.0, orig=4096, beta_fast=32.0, beta_slow=1.0),
+    dict(dim=64, base=10000.0, factor=40.0, orig=4096, mscale=1.0, mscale_all_dim=1.0),   # DeepSeek-V3
+    dict(dim=32, base=500000.0, factor=8.0, orig=2048, mscale=1.0, mscale_all_dim=0.707, truncate=False),
+    dict(dim=16, base=10000.0, factor=2.0, orig=512, beta_fast=16.0, beta_slow=2.0, attention_factor=1.3),
+]
+
+
+@pytest.mark.parametrize("p", YARN)
+def test_yarn_equals_transformers(p):
+    p = dict(p)
+    dim, base, factor, orig = p.pop("dim"), p.pop("base"), p.pop("factor"), p.pop("orig")
+    ref, af = tr_rope._compute_yarn_parameters(_config(
+        dim, base, orig * 4, rope_type="yarn", factor=factor, original_max_position_embeddings=orig, **p))
+    ours, our_af = rs.yarn_scaling(dim, base, factor, orig, **p)
+    _close(ours, ref)
+    assert math.isclose(our_af, af, rel_tol=1e-12)
+    w = rs.rope_frequencies(dim, base)           # every frequency lies between w / s and w
+    assert torch.all(ours <= w * (1 + 1e-12)) and torch.all(ours >= w / factor * (1 - 1e-12))
+
+
+def test_yarn_temperature_closed_form():
+    assert rs.yarn_scaling(8, 10000.0, 4.0, 1024)[1] == pytest.approx(0.1 * math.log(4.0) + 1)
+    assert rs.yarn_scaling(8, 10000.0, 1.0, 1024)[1] == 1.0
+    # DeepSeek-V3 sets mscale = mscale_all_dim: factor 1 in cos/sin, the temperature goes into the scale
+    assert rs.yarn_scaling(8, 10000.0, 40.0, 4096, mscale=1.0, mscale_all_dim=1.0)[1] == 1.0
+
+
+def test_apply_rotary_frequencies_matches_package_rope_and_interpolation():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 3, 7, 8, generator=g, dtype=torch.float64)
+    w = rs.rope_frequencies(8)
+    torch.testing.assert_close(rs.apply_rotary_frequencies(x, w), apply_rotary(x), rtol=1e-14, atol=1e-14)
+    # position interpolation = the package's RoPE at positions pos / s
+    inv, _ = rs.linear_scaling(8, 10000.0, 4.0)
+    pos = torch.arange(7, dtype=torch.float64)
+    torch.testing.assert_close(rs.apply_rotary_frequencies(x, inv), apply_rotary(x, pos / 4),
+                               rtol=1e-12, atol=1e-12)
+    # the attention factor a multiplies every score q.k by a^2
+    q, k = x[..., :1, :], x[..., 1:, :]
+    s1 = rs.apply_rotary_frequencies(q, w) @ rs.apply_rotary_frequencies(k, w).transpose(-2, -1)
+    s2 = (rs.apply_rotary_frequencies(q, w, attention_factor=1.5)
+          @ rs.apply_rotary_frequencies(k, w, attention_factor=1.5).transpose(-2, -1))
+    torch.testing.assert_close(s2, 2.25 * s1, rtol=1e-12, atol=1e-12)
+
+
+def test_bad_input_raises():
+    with pytest.raises(ValueError, match="even"):
+        rs.linear_scaling(7, 10000.0, 2.0)
+    with pytest.raises(ValueError, match="factor"):
+        rs.yarn_scaling(8, 10000.0, 0.5, 1024)
+    with pytest.raises(ValueError, match=r"\(4,\)"):
+        rs.apply_rotary_frequencies(torch.randn(3, 8), torch.ones(3))
