@@ -1,0 +1,125 @@
+"""Sliding-window attention: the band mask against its definition and transformers' mask function; the rolling
+cache (with and without attention sinks) against torch SDPA with the band mask and against MistralAttention.
+
+Breaks seen to fail: the band one key too wide (d <= window); sinks ignored in band_mask_at; the ring slot
+p mod W without the sink offset (overwrites the sinks); the cache keeping the first W tokens instead of the
+last W; the cache's mask one key too wide (window + 1).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attnbook import sliding_window as sw
+
+
+def _definition(n, window, sinks=0):
+    return torch.tensor([[j <= i and (i - j < window or j < sinks) for j in range(n)] for i in range(n)])
+
+
+@pytest.mark.parametrize("n,window,sinks", [(7, 3, 0), (7, 1, 0), (6, 10, 0), (9, 3, 2), (5, 2, 5), (0, 2, 1)])
+def test_band_mask_matches_its_definition(n, window, sinks):
+    assert torch.equal(sw.band_mask(n, window, sinks), _definition(n, window, sinks).reshape(n, n))
+    pos = torch.arange(n)
+    assert torch.equal(sw.band_mask_at(pos, pos, window, sinks), sw.band_mask(n, window, sinks))
+
+
+def test_band_mask_equals_transformers_sliding_window_mask_function():
+    mu = pytest.importorskip("transformers.masking_utils")
+    for n, w in [(8, 3), (8, 1), (5, 8)]:
+        ref = mu.sdpa_mask(batch_size=1, q_length=n, kv_length=n, allow_is_causal_skip=False,
+                           mask_function=mu.sliding_window_causal_mask_function(w))
+        assert torch.equal(sw.band_mask(n, w), ref[0, 0])
+
+
+def _qkv(t=13, h=2, hkv=2, d=4, dv=3, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(2, h, t, d, generator=g, dtype=torch.float64),
+            torch.randn(2, hkv, t, d, generator=g, dtype=torch.float64),
+            torch.randn(2, hkv, t, dv, generator=g, dtype=torch.float64))
+
+
+def _sdpa_band(q, k, v, window, sinks=0):
+    mask = sw.band_mask(q.size(2), window, sinks)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)      # torch's own SDPA, True = attend
+
+
+@pytest.mark.parametrize("window,sinks", [(4, 0), (1, 0), (5, 2), (3, 1), (20, 0)])
+@pytest.mark.parametrize("chunks", [[1] * 13, [6, 1, 1, 5], [13], [2, 9, 2]])
+def test_rolling_cache_equals_band_attention(window, sinks, chunks):
+    q, k, v = _qkv()
+    ref = _sdpa_band(q, k, v, window, sinks)
+    cache, outs, start = sw.RollingKVCache(window, sinks), [], 0
+    for n in chunks:
+        sl = slice(start, start + n)
+        outs.append(cache.attend(q[:, :, sl], k[:, :, sl], v[:, :, sl])[0])
+        start += n
+        assert len(cache) == min(start, window + sinks)
+    torch.testing.assert_close(torch.cat(outs, 2), ref, rtol=1e-12, atol=1e-12)
+    # the cache holds exactly the sinks and the last W tokens
+    held = sorted(cache.positions[cache.positions >= 0].tolist())
+    assert held == sorted(set(range(min(sinks, 13))) | set(range(max(0, 13 - window), 13)))
+
+
+def test_rolling_cache_storage_is_fixed():
+    q, k, v = _qkv(t=40, d=8, dv=8)
+    q, k, v = q.float(), k.float(), v.float()
+    cache, seen = sw.RollingKVCache(window=6, sinks=2), set()
+    for t in range(40):
+        cache.attend(q[:, :, t:t + 1], k[:, :, t:t + 1], v[:, :, t:t + 1])
+        seen.add(cache.allocated_nbytes())
+    assert seen == {2 * 2 * 2 * (2 + 6) * 8 * 4}                       # 2 (K, V) * B * H * (s + W) * D * 4 bytes
+
+
+def test_mqa_keys_broadcast_over_query_heads():
+    q, k, v = _qkv(h=3, hkv=1)
+    cache = sw.RollingKVCache(4)
+    out = torch.cat([cache.attend(q[:, :, t:t + 1], k[:, :, t:t + 1], v[:, :, t:t + 1])[0] for t in range(13)], 2)
+    torch.testing.assert_close(out, _sdpa_band(q, k.expand(-1, 3, -1, -1), v.expand(-1, 3, -1, -1), 4),
+                               rtol=1e-12, atol=1e-12)
+
+
+def test_rolling_cache_decoding_equals_mistral_attention():
+    """Token-by-token decoding with the rolling cache equals transformers' MistralAttention (sliding_window)
+    run over the whole sequence with the mask transformers builds for it."""
+    tr = pytest.importorskip("transformers")
+    from transformers.masking_utils import create_sliding_window_causal_mask
+    from transformers.models.mistral import modeling_mistral as mm
+    cfg = tr.MistralConfig(hidden_size=16, num_attention_heads=2, num_key_value_heads=2, head_dim=8,
+                           sliding_window=4, max_position_embeddings=64, intermediate_size=32,
+                           num_hidden_layers=1, vocab_size=10)
+    cfg._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    attn = mm.MistralAttention(cfg, layer_idx=0).double().eval()
+    rope = mm.MistralRotaryEmbedding(cfg)
+    T = 11
+    x = torch.randn(1, T, 16, dtype=torch.float64)
+    pos = torch.arange(T)[None]
+    cos, sin = rope(x, pos)
+    mask = create_sliding_window_causal_mask(config=cfg, inputs_embeds=x, attention_mask=None, cache=None,
+                                             position_ids=pos, allow_is_causal_skip=False)
+    with torch.no_grad():
+        ref, _ = attn(x, (cos, sin), mask)
+        shape = (1, T, 2, 8)
+        q = attn.q_proj(x).view(shape).transpose(1, 2)
+        k = attn.k_proj(x).view(shape).transpose(1, 2)
+        v = attn.v_proj(x).view(shape).transpose(1, 2)
+        q, k = mm.apply_rotary_pos_emb(q, k, cos, sin)
+        cache = sw.RollingKVCache(cfg.sliding_window)
+        out = torch.cat([cache.attend(q[:, :, t:t + 1], k[:, :, t:t + 1], v[:, :, t:t + 1])[0]
+                         for t in range(T)], 2)                          # (1, H, T, D)
+        ours = attn.o_proj(out.transpose(1, 2).reshape(1, T, 16))
+    torch.testing.assert_close(ours, ref, rtol=1e-10, atol=1e-10)
+    assert len(cache) == 4
+
+
+def test_bad_input_raises():
+    with pytest.raises(ValueError, match="window"):
+        sw.RollingKVCache(0)
+    with pytest.raises(ValueError, match="sinks"):
+        sw.band_mask(4, 2, -1)
+    cache = sw.RollingKVCache(3)
+    with pytest.raises(ValueError, match=r"\(B, H, Tn, D\)"):
+        cache.attend(torch.randn(1, 2, 3), torch.randn(1, 2, 3), torch.randn(1, 2, 3))
