@@ -1,6 +1,8 @@
 # make book       — virtual environment, every dependency, the HTML book with every chapter executed
 # make test       — the same, then the whole test suite (unit, book, notebooks, browser)
 # make notebooks  — one .ipynb per chapter for Colab/Binder, in _build/notebooks/
+# make pdf        — the PDF edition from the executed book (no chapter runs again): _build/pdf/attention-book.pdf,
+#                   also copied into _build/html/ where the index page links it
 # make serve      — preview _build/html on http://127.0.0.1:8000
 # make bench      — attention benchmark (ours vs torch SDPA) -> chapters/data/bench-<cpu|cuda>.json
 # make robustness — every chapter under seed shifts 1-3, CPU kernels default/avx2/avx512, one untuned random
@@ -15,7 +17,7 @@ BIN         := $(VENV)/bin
 SUDO        := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PORT        ?= 8000
 
-.PHONY: venv book test notebooks serve browser clean bench robustness mutation
+.PHONY: venv book test notebooks serve browser clean bench robustness mutation pdf
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt constraints.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV_FLAGS) $(VENV)
@@ -44,8 +46,12 @@ browser:
 notebooks: venv
 	$(BIN)/python code/booktools/notebooks.py --out _build/notebooks
 
+pdf: book browser
+	$(BIN)/python code/booktools/pdf_edition.py
+	cp _build/pdf/attention-book.pdf _build/html/
+
 # Timing claims fail in tests as in the build (outside both they only warn a reader).
-test: book browser notebooks
+test: book browser notebooks pdf
 	ATTNBOOK_STRICT_TIMING=1 $(BIN)/python -m pytest
 
 # Every chapter under each variant (ROBUSTNESS_ARGS="--variants seed+1 --chapters softmax" to narrow it;
