@@ -3,7 +3,8 @@ the layer = transformers' DeepseekV3Attention (forward and cached decoding, weig
 the full causal pass; cache bytes measured = formula; decode FLOPs counted by FlopCounterMode = formula.
 
 Breaks seen to fail: the absorbed default scale 1/sqrt(r + d_r); the absorbed query without its RoPE part;
-split_kv_up reading the up-projection as [all k | all v] instead of head by head; RoPE positions restarting
+split_kv_up reading the up-projection as [all k | all v] instead of head by head; absorb_projections
+folding W_UV without the per-head W_O block (W_O's view (d_model, d_v, H)); RoPE positions restarting
 at 0 in every decoding step (cache offset ignored); the cache storing c before kv_norm; the MLA bytes formula
 2 (r + d_r) s; the naive FLOP formula without the V expansion.
 """
@@ -15,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-from attnbook import KVCache
+from attnbook import KVCache, apply_rotary
 from attnbook import latent_attention as mla
 
 H, DN, DR, DV, R = 3, 4, 4, 5, 6
@@ -70,6 +71,26 @@ def test_cached_decoding_equals_the_full_causal_pass(absorbed):
     torch.testing.assert_close(cache.keys[:, 0], m.kv_norm(c), rtol=1e-12, atol=1e-12)
     assert cache.keys.shape == (2, 1, 7, R) and cache.values.shape == (2, 1, 7, DR)
     torch.testing.assert_close(m(x, absorbed=True)[0], full, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("q_rank", [None, 8])
+def test_folded_projections_give_the_layer_output(q_rank):
+    """Attention computed from x with W_QL and W_OL only (no K, no V, no W_UK, no W_UV) equals the layer."""
+    m = _layer(q_rank)
+    x = torch.randn(2, 5, 16, dtype=torch.float64)
+    w_ql, w_ol = mla.absorb_projections(m)
+    u = x if q_rank is None else m.q_norm(m.q_down(x))                             # input of the last q projection
+    q_lat = torch.einsum("btd,hrd->bhtr", u, w_ql)                                 # (B, H, T, r)
+    q_lin = m.q_proj if q_rank is None else m.q_up
+    q_rope = (u @ q_lin.weight.T).view(2, 5, H, DN + DR).transpose(1, 2)[..., DN:]
+    c, k_rope = m.kv_down(x).split([R, DR], -1)
+    c = m.kv_norm(c)
+    q = torch.cat([q_lat, apply_rotary(q_rope)], -1)
+    k = torch.cat([c, apply_rotary(k_rope)], -1)[:, None]
+    p = torch.softmax((q @ k.transpose(-2, -1)) / (DN + DR) ** 0.5
+                      + torch.full((5, 5), float("-inf")).triu(1), -1)             # (B, H, T, T)
+    o_lat = (p @ c[:, None]).transpose(1, 2).reshape(2, 5, H * R)                 # (B, T, H r)
+    torch.testing.assert_close(o_lat @ w_ol.T, m(x)[0], rtol=1e-10, atol=1e-10)
 
 
 def _hf_pair(q_rank):

@@ -29,6 +29,7 @@ __all__ = [
     "split_kv_up",
     "mla_attention",
     "mla_absorbed_attention",
+    "absorb_projections",
     "mla_decode_flops",
     "kv_cache_bytes_per_token",
     "MultiHeadLatentAttention",
@@ -104,6 +105,27 @@ def mla_absorbed_attention(q_nope: Tensor, q_rope: Tensor, c: Tensor, k_rope: Te
     k = torch.cat([c, k_rope], -1).unsqueeze(1)                      # (B, 1, Tk, r + d_r): one key head for all
     o_latent, weights = scaled_dot_product_attention(q, k, c.unsqueeze(1), mask, scale)   # (B, H, Tq, r)
     return o_latent @ w_uv, weights                                  # (B, H, Tq, r) @ (H, r, d_v) -> (B, H, Tq, d_v)
+
+
+def absorb_projections(layer: "MultiHeadLatentAttention") -> tuple[Tensor, Tensor]:
+    """Fold W_UK into the query projection and W_UV into the output projection of an MLA layer.
+
+    Formula: q^C_h W_UK_h^T = u (W_Q^C_h^T W_UK_h^T) -> per head W_QL_h = W_UK_h W_Q^C_h (nn.Linear layout),
+             sum_h (P_h c) W_UV_h W_O_h  -> W_OL[:, h] = (W_UV_h W_O_h)^T
+    u is the input of the last query projection (x, or q_norm(q_down(x)) with ``q_rank``). Decoding then
+    needs only c and k^R; the folded output costs H r d_model multiply-adds per token (against
+    H r d_v + H d_v d_model when W_UV is applied first).
+
+    Shape:
+        -> W_QL (H, r, d_in), d_in = d_model or q_rank; W_OL (d_model, H r)
+    """
+    H, dn, dr, dv = layer.num_heads, layer.nope_dim, layer.rope_dim, layer.v_dim
+    q_lin = layer.q_proj if hasattr(layer, "q_proj") else layer.q_up
+    w_q = q_lin.weight.view(H, dn + dr, -1)[:, :dn]                     # (H, d_n, d_in): W_Q^C per head
+    w_uk, w_uv = split_kv_up(layer.kv_up.weight, H, dn, dv)            # (H, r, d_n), (H, r, d_v)
+    w_o = layer.out_proj.weight.view(layer.d_model, H, dv)             # (d_model, H, d_v)
+    w_ol = torch.einsum("hrv,mhv->mhr", w_uv, w_o)                      # (d_model, H, r)
+    return w_uk @ w_q, w_ol.reshape(layer.d_model, H * layer.kv_rank)
 
 
 def mla_decode_flops(num_heads: int, nope_dim: int, rope_dim: int, v_dim: int, kv_rank: int,
