@@ -54,4 +54,4 @@ def test_widgets_show_chinese(phone_pages):
             if bad:
                 found[f"{docname} {widget}"] = bad
     assert widgets >= 9, "the book's pages show at least one of each widget"
-    assert not found, found
+    assert not found, "\n".join(f"{k}: {v}" for k, v in found.items())
