@@ -51,13 +51,20 @@ def _sdpa_band(q, k, v, window, sinks=0):
 def test_rolling_cache_equals_band_attention(window, sinks, chunks):
     q, k, v = _qkv()
     ref = _sdpa_band(q, k, v, window, sinks)
-    cache, outs, start = sw.RollingKVCache(window, sinks), [], 0
+    cache, outs, outs_w, start = sw.RollingKVCache(window, sinks), [], [], 0
     for n in chunks:
         sl = slice(start, start + n)
-        outs.append(cache.attend(q[:, :, sl], k[:, :, sl], v[:, :, sl])[0])
+        out, w = cache.attend(q[:, :, sl], k[:, :, sl], v[:, :, sl])
+        outs.append(out)
+        outs_w.append(w)
         start += n
         assert len(cache) == min(start, window + sinks)
     torch.testing.assert_close(torch.cat(outs, 2), ref, rtol=1e-12, atol=1e-12)
+    # the last call's weights, put back at their key positions, are the last rows of the band attention's weights
+    w_last = outs_w[-1]
+    full_w = torch.softmax((q @ k.transpose(-2, -1)) / 2 + torch.where(sw.band_mask(13, window, sinks), 0.0,
+                                                                          float("-inf")), -1)
+    torch.testing.assert_close(w_last, full_w[:, :, 13 - chunks[-1]:, cache.key_positions], rtol=1e-12, atol=1e-12)
     # the cache holds exactly the sinks and the last W tokens
     held = sorted(cache.positions[cache.positions >= 0].tolist())
     assert held == sorted(set(range(min(sinks, 13))) | set(range(max(0, 13 - window), 13)))

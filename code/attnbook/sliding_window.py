@@ -87,6 +87,7 @@ class RollingKVCache:
         self.values: Tensor | None = None
         self.positions: Tensor | None = None
         self.seen = 0                             # tokens appended so far = position of the next token
+        self.key_positions: Tensor | None = None  # positions of the keys in the last attend's weights
 
     def __len__(self) -> int:
         """Tokens held (at most s + W)."""
@@ -110,7 +111,8 @@ class RollingKVCache:
 
         Shape:
             q: (B, H, Tn, D); k: (B, Hkv, Tn, D); v: (B, Hkv, Tn, Dv), Hkv = H or 1 (MQA, broadcast)
-            -> output (B, H, Tn, Dv), weights (B, H, Tn, held + Tn) (keys in slot order, then the new ones)
+            -> output (B, H, Tn, Dv), weights (B, H, Tn, held + Tn): keys in slot order, then the new
+            ones; ``key_positions`` (held + Tn,) gives each key's position (e.g. the mass on token 0)
         """
         for name, x in (("q", q), ("k", k), ("v", v)):
             if not isinstance(x, Tensor) or x.dim() != 4 or not x.is_floating_point():
@@ -132,7 +134,8 @@ class RollingKVCache:
         new_pos = torch.arange(self.seen, self.seen + Tn, device=k.device)   # (Tn,)
         keys = torch.cat([self.keys[:, :, held], k], dim=2)                  # (B, H, held + Tn, D)
         values = torch.cat([self.values[:, :, held], v], dim=2)
-        mask = band_mask_at(new_pos, torch.cat([self.positions[held], new_pos]), self.window, self.sinks)
+        self.key_positions = torch.cat([self.positions[held], new_pos])      # (held + Tn,)
+        mask = band_mask_at(new_pos, self.key_positions, self.window, self.sinks)
         out = scaled_dot_product_attention(q, keys, values, mask, scale)
         self.seen += Tn
         keep = (new_pos < self.sinks) | (new_pos >= self.seen - self.window)  # the sinks and the last W
