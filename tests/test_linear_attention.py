@@ -3,7 +3,7 @@ plain Python-loop reference (float64 to 1e-10, float32 to 1e-6).
 
 Breaks seen to fail: the chunk mask strict (tril(-1): a token misses itself); the state not carried across
 chunks; the recurrent form without its normaliser; the non-causal form summing phi(k) over the wrong axis;
-phi = elu (no + 1).
+phi = elu (no + 1); the chunked FLOP formula without the q.z matmul (C_c D).
 """
 
 from __future__ import annotations
@@ -14,7 +14,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from torch.utils.flop_counter import FlopCounterMode
+
 from attnbook import linear_attention as la
+from attnbook import scaled_dot_product_attention
 
 
 def _reference(q, k, v, causal):
@@ -78,6 +81,19 @@ def test_recurrent_state_continues_and_is_fixed_size():
     fk = F.elu(k) + 1                                                           # S = sum_j phi(k_j) v_j^T
     torch.testing.assert_close(S, fk.transpose(-2, -1) @ v, rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(state[1], fk.sum(-2), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("T,chunk", [(8, 4), (13, 5), (3, 64)])
+def test_flop_formulas_equal_the_counted_matmuls(T, chunk):
+    q, k, v = (x[:1, :1] for x in _qkv(torch.float32, t=T))
+    counted = {}
+    for name, fn in [("softmax", lambda: scaled_dot_product_attention(q, k, v)),
+                     ("linear", lambda: la.linear_attention(q, k, v)),
+                     ("chunked", lambda: la.linear_attention_chunked(q, k, v, chunk))]:
+        with FlopCounterMode(display=False) as fc:
+            fn()
+        counted[name] = fc.get_total_flops()
+    assert counted == la.attention_flops(T, 4, 3, chunk)
 
 
 def test_bad_input_raises():

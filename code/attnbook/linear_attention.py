@@ -31,6 +31,7 @@ __all__ = [
     "linear_attention_recurrent",
     "linear_attention_chunked",
     "linear_attention",
+    "attention_flops",
 ]
 
 
@@ -157,3 +158,22 @@ def linear_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, chun
     kv = fk.transpose(-2, -1) @ v                                   # (..., D, Dv): sum_j phi(k_j) v_j^T
     z = fk.sum(-2)                                                  # (..., D):     sum_j phi(k_j)
     return (fq @ kv) / (fq @ z.unsqueeze(-1))                       # (..., Tq, Dv) / (..., Tq, 1)
+
+
+def attention_flops(T: int, D: int, Dv: int, chunk_size: int = 64) -> dict[str, int]:
+    """Matmul FLOPs (2 x multiply-adds) for one sequence and head: softmax attention vs linear attention.
+
+    softmax (scaled_dot_product_attention, T x T scores):  2 T^2 (D + Dv)
+    linear, non-causal (phi(K)^T V, phi(Q) kv, phi(Q) z):   2 (2 T D Dv + T D)
+    linear, causal chunked, chunks of C_c tokens:           2 sum_c (C_c^2 (D + Dv) + 2 C_c D Dv + C_c D)
+    Quadratic in T for softmax, linear in T (for a fixed chunk size) for linear attention.
+
+    Shape:
+        -> {"softmax": int, "linear": int, "chunked": int}
+    """
+    for name, n in (("T", T), ("D", D), ("Dv", Dv), ("chunk_size", chunk_size)):
+        if isinstance(n, bool) or not isinstance(n, Integral) or n < 1:
+            raise ValueError(f"{name} must be a positive integer, got {n!r}")
+    sizes = [min(chunk_size, T - s) for s in range(0, T, chunk_size)]
+    chunked = sum(c * c * (D + Dv) + 2 * c * D * Dv + c * D for c in sizes)
+    return {"softmax": 2 * T * T * (D + Dv), "linear": 2 * (2 * T * D * Dv + T * D), "chunked": 2 * chunked}
