@@ -60,14 +60,13 @@ def test_three_causal_forms_equal_the_loop_reference(dtype, tol):
     for out in [quad, rec] + [la.linear_attention_chunked(q, k, v, c) for c in (1, 2, 4, 9, 64)]:
         assert out.dtype == dtype and out.shape == (2, 2, 9, 3)
         torch.testing.assert_close(out, ref, rtol=tol, atol=tol)
-    torch.testing.assert_close(la.linear_attention(q, k, v, causal=True, chunk_size=3), ref, rtol=tol, atol=tol)
 
 
 @pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-10), (torch.float32, 1e-6)])
 def test_noncausal_equals_the_loop_reference(dtype, tol):
     q, k, v = _qkv(dtype, t=5, tk=8)                       # Tq != Tk is fine without a mask
     ref = _reference(q.double(), k.double(), v.double(), causal=False).to(dtype)
-    torch.testing.assert_close(la.linear_attention(q, k, v), ref, rtol=tol, atol=tol)
+    torch.testing.assert_close(la.linear_attention_noncausal(q, k, v), ref, rtol=tol, atol=tol)
     torch.testing.assert_close(la.linear_attention_quadratic(q, k, v, causal=False), ref, rtol=tol, atol=tol)
 
 
@@ -88,7 +87,7 @@ def test_flop_formulas_equal_the_counted_matmuls(T, chunk):
     q, k, v = (x[:1, :1] for x in _qkv(torch.float32, t=T))
     counted = {}
     for name, fn in [("softmax", lambda: scaled_dot_product_attention(q, k, v)),
-                     ("linear", lambda: la.linear_attention(q, k, v)),
+                     ("linear", lambda: la.linear_attention_noncausal(q, k, v)),
                      ("chunked", lambda: la.linear_attention_chunked(q, k, v, chunk))]:
         with FlopCounterMode(display=False) as fc:
             fn()
@@ -103,4 +102,4 @@ def test_bad_input_raises():
     with pytest.raises(ValueError, match="chunk_size"):
         la.linear_attention_chunked(q, q, q, 0)
     with pytest.raises(ValueError, match=r"\(2, 2, 4, 4\)"):
-        la.linear_attention(q, k[..., :3], v)
+        la.linear_attention_noncausal(q, k[..., :3], v)

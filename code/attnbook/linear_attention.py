@@ -30,7 +30,7 @@ __all__ = [
     "linear_attention_quadratic",
     "linear_attention_recurrent",
     "linear_attention_chunked",
-    "linear_attention",
+    "linear_attention_noncausal",
     "attention_flops",
 ]
 
@@ -142,17 +142,14 @@ def linear_attention_chunked(q: Tensor, k: Tensor, v: Tensor, chunk_size: int = 
     return torch.cat(outs, dim=-2)
 
 
-def linear_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, chunk_size: int = 64,
-                     feature_map=elu_feature_map) -> Tensor:
-    """Linear attention: non-causal as phi(Q) (phi(K)^T V) / phi(Q) (phi(K)^T 1), causal chunked.
+def linear_attention_noncausal(q: Tensor, k: Tensor, v: Tensor, feature_map=elu_feature_map) -> Tensor:
+    """Non-causal linear attention as phi(Q) (phi(K)^T V) / phi(Q) (phi(K)^T 1): no T x T matrix.
 
-    The non-causal form never builds a T x T matrix: cost O((Tq + Tk) D Dv).
+    Cost O((Tq + Tk) D Dv). (The causal form: :func:`linear_attention_chunked`.)
 
     Shape:
         q: (..., Tq, D); k: (..., Tk, D); v: (..., Tk, Dv) -> (..., Tq, Dv)
     """
-    if causal:
-        return linear_attention_chunked(q, k, v, chunk_size, feature_map)
     _check(q, k, v)
     fq, fk = feature_map(q), feature_map(k)
     kv = fk.transpose(-2, -1) @ v                                   # (..., D, Dv): sum_j phi(k_j) v_j^T
