@@ -250,9 +250,9 @@ def _sorted_desc(z: Tensor, dim: int) -> tuple[Tensor, Tensor]:
 def sparsemax(x: Tensor, dim: int = -1) -> Tensor:
     """Sparsemax (Martins & Astudillo, 2016): Euclidean projection onto the simplex.
 
-    Formula: p_i = max(x_i - tau, 0), tau such that sum_i p_i = 1;
+    Formula: p_i = max(x_i - theta, 0), theta such that sum_i p_i = 1;
              with x sorted descending, support size K = max{k : 1 + k x_(k) > sum_{j<=k} x_(j)}
-             and tau = (sum_{j<=K} x_(j) - 1) / K.
+             and theta = (sum_{j<=K} x_(j) - 1) / K.
 
     Exact (sort-based); differentiable through autograd, whose gradient equals
     the closed form (identity minus mean on the support, 0 off it).
@@ -267,20 +267,20 @@ def sparsemax(x: Tensor, dim: int = -1) -> Tensor:
     cs = zs.cumsum(dim)
     with torch.no_grad():
         support = (1 + rho * zs > cs).sum(dim, keepdim=True)  # K >= 1
-    tau = (cs.gather(dim, support - 1) - 1) / support.to(z.dtype)
-    return torch.relu(z - tau).to(x.dtype)
+    theta = (cs.gather(dim, support - 1) - 1) / support.to(z.dtype)
+    return torch.relu(z - theta).to(x.dtype)
 
 
 def entmax15(x: Tensor, dim: int = -1) -> Tensor:
     """1.5-entmax (Peters, Niculae & Martins, 2019), exact sort-based algorithm.
 
-    Formula: p_i = max(x_i / 2 - tau, 0)^2, tau such that sum_i p_i = 1.
+    Formula: p_i = max(x_i / 2 - theta, 0)^2, theta such that sum_i p_i = 1.
     With z = x/2 sorted descending and the first k entries in the support,
-    sum_{j<=k} (z_(j) - tau)^2 = 1 gives tau_k = mean_k - sqrt((1 - ss_k) / k),
+    sum_{j<=k} (z_(j) - theta)^2 = 1 gives theta_k = mean_k - sqrt((1 - ss_k) / k),
     ss_k = sum_{j<=k} (z_(j) - mean_k)^2; the support is the largest k with
-    tau_k <= z_(k).
+    theta_k <= z_(k).
 
-    Differentiable through autograd: tau is recomputed from the selected
+    Differentiable through autograd: theta is recomputed from the selected
     support only, so no sqrt(0) of an unused candidate enters the gradient.
 
     Shape:
@@ -293,8 +293,8 @@ def entmax15(x: Tensor, dim: int = -1) -> Tensor:
     with torch.no_grad():
         mean = zs.cumsum(dim) / rho
         ss = (zs**2).cumsum(dim) - rho * mean**2
-        tau_all = mean - torch.sqrt(torch.clamp((1 - ss) / rho, min=0))
-        support = (tau_all <= zs).sum(dim, keepdim=True)  # K >= 1
+        theta_all = mean - torch.sqrt(torch.clamp((1 - ss) / rho, min=0))
+        support = (theta_all <= zs).sum(dim, keepdim=True)  # K >= 1
     k = support.to(z.dtype)
     mean_k = zs.cumsum(dim).gather(dim, support - 1) / k
     ss_k = (zs**2).cumsum(dim).gather(dim, support - 1) - k * mean_k**2
