@@ -166,6 +166,8 @@ def test_bad_input_raises():
     qn, qr, c, kr, wuk, wuv = _parts()
     with pytest.raises(ValueError, match="W_UK"):
         mla.mla_attention(qn, qr, c, kr, wuk[:, :, :2], wuv)
+    with pytest.raises(ValueError, match=r"q_nope of shape \(3, 5, 4\)"):
+        mla.mla_absorbed_attention(qn[0], qr, c, kr, wuk, wuv)
     with pytest.raises(ValueError, match="d_model=16"):
         _layer()(torch.randn(2, 3, 8, dtype=torch.float64))
     with pytest.raises(ValueError, match="multiple"):

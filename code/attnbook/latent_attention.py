@@ -56,6 +56,12 @@ def split_kv_up(weight: Tensor, num_heads: int, nope_dim: int, v_dim: int) -> tu
 
 
 def _check(q_nope, q_rope, c, k_rope, w_uk, w_uv) -> None:
+    for name, x in (("q_nope", q_nope), ("q_rope", q_rope), ("c", c), ("k_rope", k_rope), ("w_uk", w_uk),
+                    ("w_uv", w_uv)):
+        if not isinstance(x, Tensor) or not x.is_floating_point():
+            raise ValueError(f"{name} must be a floating-point tensor, got {type(x).__name__}")
+    if q_nope.dim() != 4:
+        raise ValueError(f"q_nope of shape {tuple(q_nope.shape)} must be (B, H, Tq, d_n)")
     B, H, Tq, dn = q_nope.shape
     ok = (q_rope.shape[:3] == (B, H, Tq) and c.dim() == 3 and c.size(0) == B and k_rope.shape[:2] == c.shape[:2]
           and k_rope.size(2) == q_rope.size(3) and w_uk.shape == (H, c.size(2), dn)

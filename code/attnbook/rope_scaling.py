@@ -89,7 +89,11 @@ def dynamic_ntk_scaling(dim: int, base: float, factor: float, max_position: int,
 
 
 def yarn_mscale(scale: float, mscale: float = 1.0) -> float:
-    """YaRN's attention factor 0.1 * mscale * ln(scale) + 1 (1 for scale <= 1)."""
+    """YaRN's attention factor 0.1 * mscale * ln(scale) + 1 (1 for scale <= 1).
+
+    Shape:
+        -> float
+    """
     return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
 
 
