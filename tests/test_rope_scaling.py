@@ -2,7 +2,8 @@
 
 Breaks seen to fail: linear_scaling multiplying by the factor instead of dividing; dynamic NTK exponent
 dim/(dim-2) replaced by 1; YaRN ramp reversed (ramp <-> 1 - ramp); YaRN without ``truncate``'s floor/ceil;
-YaRN attention factor with mscale_all_dim ignored; apply_rotary_frequencies without the attention factor.
+YaRN attention factor with mscale_all_dim ignored; apply_rotary_frequencies without the attention factor;
+score_vs_distance without the factor 2.
 """
 
 from __future__ import annotations
@@ -99,6 +100,18 @@ def test_apply_rotary_frequencies_matches_package_rope_and_interpolation():
     s2 = (rs.apply_rotary_frequencies(q, w, attention_factor=1.5)
           @ rs.apply_rotary_frequencies(k, w, attention_factor=1.5).transpose(-2, -1))
     torch.testing.assert_close(s2, 2.25 * s1, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("method", ["none", "linear", "yarn"])
+def test_score_vs_distance_equals_rotated_dot_products(method):
+    inv, af = {"none": (rs.rope_frequencies(16), 1.0), "linear": rs.linear_scaling(16, 10000.0, 4.0),
+               "yarn": rs.yarn_scaling(16, 10000.0, 8.0, 64)}[method]
+    ones = torch.ones(1, 16, dtype=torch.float64)
+    q = rs.apply_rotary_frequencies(ones.expand(40, 16), inv, torch.full((40,), 50), af)      # query at 50
+    k = rs.apply_rotary_frequencies(ones.expand(40, 16), inv, 50 - torch.arange(40), af)      # keys at 50 - d
+    d = torch.arange(40)
+    torch.testing.assert_close(rs.score_vs_distance(inv, d, af), (q * k).sum(-1), rtol=1e-12, atol=1e-12)
+    assert rs.score_vs_distance(inv, torch.tensor(0), af) == pytest.approx(16 * af ** 2)
 
 
 def test_bad_input_raises():

@@ -30,6 +30,7 @@ __all__ = [
     "yarn_mscale",
     "yarn_scaling",
     "apply_rotary_frequencies",
+    "score_vs_distance",
 ]
 
 
@@ -172,3 +173,20 @@ def apply_rotary_frequencies(x: Tensor, inv_freq: Tensor, positions: Tensor | No
     x0, x1 = pairs[..., 0], pairs[..., 1]
     y = torch.stack([x0 * cos - x1 * sin, x0 * sin + x1 * cos], dim=-1)           # (..., T, D/2, 2)
     return y.flatten(-2).to(x.dtype)
+
+
+def score_vs_distance(inv_freq: Tensor, distances: Tensor, attention_factor: float = 1.0) -> Tensor:
+    """The score between a query and a key that are both all ones, rotated at positions i and i - d.
+
+    Each pair (1, 1) has squared length 2 and the two rotations differ by the angle d w_i, so
+    Formula: s(d) = 2 a^2 sum_i cos(d w_i)     (= dim a^2 at d = 0; a = attention_factor)
+    The curve RoPE's frequencies draw as the distance grows (what each scaling stretches).
+
+    Shape:
+        inv_freq: (dim / 2,); distances: (...) -> (...) float64
+    """
+    if not isinstance(inv_freq, Tensor) or inv_freq.dim() != 1 or not isinstance(distances, Tensor):
+        got = tuple(inv_freq.shape) if isinstance(inv_freq, Tensor) else type(inv_freq).__name__
+        raise ValueError(f"inv_freq must be a 1-D tensor (dim/2,) and distances a tensor, got inv_freq {got}")
+    angle = distances.to(torch.float64).unsqueeze(-1) * inv_freq.to(device=distances.device, dtype=torch.float64)
+    return 2 * attention_factor ** 2 * torch.cos(angle).sum(-1)
