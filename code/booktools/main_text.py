@@ -2,13 +2,15 @@
 
 What a reader who never opens a dropdown reads: front matter, code cells, ``literalinclude`` and glossary
 blocks, every block with ``:class: dropdown`` (solutions, side notes) are left out; exercises count.
-``python code/booktools/main_text.py`` prints a Markdown table; ``--max N`` exits 1 when a chapter exceeds N.
+``python code/booktools/main_text.py`` prints a Markdown table; ``--rev REV`` adds the count at a git revision
+beside it; ``--max N`` exits 1 when a chapter exceeds N.
 """
 
 from __future__ import annotations
 
 import argparse
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -53,14 +55,28 @@ def count(path: Path) -> int:
     return len(CJK.findall(main_text(path.read_text(encoding="utf-8"))))
 
 
+def count_at(rev: str, path: Path) -> int | None:
+    shown = subprocess.run(["git", "show", f"{rev}:{path.relative_to(ROOT).as_posix()}"], cwd=ROOT,
+                           capture_output=True, text=True)
+    return len(CJK.findall(main_text(shown.stdout))) if shown.returncode == 0 else None
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max", type=int, default=None, help="fail when a chapter (appendices exempt) exceeds it")
+    parser.add_argument("--rev", default=None, help="also count the chapters at this git revision (before)")
     args = parser.parse_args()
-    rows = [(p.stem, count(p)) for p in sorted((ROOT / "chapters").glob("*.md"))]
-    print("| chapter | CJK characters in the main text |\n| --- | ---: |")
-    for name, n in rows:
-        print(f"| {name} | {n:,} |")
+    paths = sorted((ROOT / "chapters").glob("*.md"))
+    rows = [(p.stem, count(p)) for p in paths]
+    if args.rev:
+        print(f"| chapter | at {args.rev} | now |\n| --- | ---: | ---: |")
+        for p, (name, n) in zip(paths, rows):
+            before = count_at(args.rev, p)
+            print(f"| {name} | {'—' if before is None else f'{before:,}'} | {n:,} |")
+    else:
+        print("| chapter | CJK characters in the main text |\n| --- | ---: |")
+        for name, n in rows:
+            print(f"| {name} | {n:,} |")
     over = [name for name, n in rows if args.max and name not in EXEMPT and n > args.max]
     if over:
         print(f"over {args.max}: {', '.join(over)}", file=sys.stderr)
