@@ -62,6 +62,33 @@ from .efficient import (
 from .fasttext import FastText
 from .glove import GloVe, cooccurrence_matrix, glove_loss, train_glove
 from .kv_cache import KVCache
+from .latent_attention import (
+    MultiHeadLatentAttention,
+    absorb_projections,
+    kv_cache_bytes_per_token,
+    mla_absorbed_attention,
+    mla_attention,
+    mla_decode_flops,
+    split_kv_up,
+)
+from .linear_attention import (
+    attention_flops,
+    elu_feature_map,
+    linear_attention_chunked,
+    linear_attention_noncausal,
+    linear_attention_quadratic,
+    linear_attention_recurrent,
+)
+from .rope_scaling import (
+    apply_rotary_frequencies,
+    dynamic_ntk_scaling,
+    linear_scaling,
+    rope_frequencies,
+    score_vs_distance,
+    yarn_mscale,
+    yarn_scaling,
+)
+from .sliding_window import RollingKVCache, band_mask, band_mask_at
 from .gradient_paths import graph_depth, jacobian_norms
 from .recurrent import Bidirectional, GRUCell, LSTMCell, Recurrent, RNNCell, gru_step, lstm_step, rnn_step
 from .scoring import (
@@ -200,4 +227,10 @@ __all__ = [
     "KneserNeyLM", "apply_temperature", "filter_logits",
     "greedy_next", "sample_next", "sampling_probs", "top_k_filter", "top_p_filter", "tokens_per_char", "train_bpe",
     "SamplingWidget",
+    "MultiHeadLatentAttention", "absorb_projections", "kv_cache_bytes_per_token", "mla_absorbed_attention",
+    "mla_attention", "mla_decode_flops", "split_kv_up", "attention_flops", "elu_feature_map",
+    "linear_attention_chunked", "linear_attention_noncausal", "linear_attention_quadratic",
+    "linear_attention_recurrent", "apply_rotary_frequencies", "dynamic_ntk_scaling", "linear_scaling",
+    "rope_frequencies", "score_vs_distance", "yarn_mscale", "yarn_scaling", "RollingKVCache", "band_mask",
+    "band_mask_at",
 ]
