@@ -90,6 +90,7 @@ def test_a_tiny_corpus_computed_by_hand():
     torch.testing.assert_close(lm.next_probs([]), torch.tensor([float(f) for f in no_history], dtype=torch.float64),
                                rtol=1e-15, atol=0)
     assert lm.discounts == [0.5, 0.5]
+    assert lm.num_counts == 3 + 4 + 3                  # unigrams 0 1 2; bigrams 01 10 12 21; continuations 0 1 2
 
 
 @pytest.mark.parametrize("n", [2, 3, 4])

@@ -107,6 +107,12 @@ class KneserNeyLM:
         self._fitted()
         return [float(t["discount"]) for t in self.continuations + self.occurrences[-1:]]
 
+    @property
+    def num_counts(self) -> int:
+        """How many counts the model stores (every occurrence and continuation table): its size."""
+        self._fitted()
+        return sum(int(t["keys"].size) for t in self.occurrences + self.continuations)
+
     def _fitted(self) -> None:
         if self.occurrences is None:
             raise ValueError("call fit(ids) before scoring")
