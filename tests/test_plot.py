@@ -144,3 +144,28 @@ def test_shown_figures_are_checked_in_an_ipython_shell():
         plt.close(fig)
     finally:
         InteractiveShell.clear_instance()                # later tests run outside IPython again
+
+
+def _mathtext_missing(label: str, family, caplog) -> list[str]:
+    import io
+    import logging
+
+    import matplotlib.pyplot as plt
+
+    caplog.clear()
+    with matplotlib.rc_context({"font.family": family}), \
+            caplog.at_level(logging.WARNING, logger="matplotlib.mathtext"):
+        fig, ax = plt.subplots()
+        ax.set_xlabel(label)
+        fig.savefig(io.BytesIO(), format="png")
+        plt.close(fig)
+    return [r.getMessage() for r in caplog.records if "does not have a glyph" in r.getMessage()]
+
+
+def test_a_label_mixing_chinese_and_maths_has_every_glyph(caplog):
+    """mathtext draws the whole label, Chinese included, in the first font family (no per-glyph fallback)."""
+    plot.use_book_style()
+    assert _mathtext_missing("序列长度 $T$（$d_k=64$）", matplotlib.rcParams["font.family"], caplog) == []
+    # The control: with DejaVu Sans first (the old order) every Chinese character of such a label is lost.
+    lost = _mathtext_missing("峰值内存 $M$", ["DejaVu Sans", plot.CJK_FAMILY], caplog)
+    assert len(lost) == len("峰值内存")

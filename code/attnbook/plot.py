@@ -35,12 +35,14 @@ def cjk_font_path() -> Path:
 def use_book_style() -> None:
     """Register the CJK font and set the book's figure defaults.
 
-    Latin text stays in DejaVu Sans; matplotlib falls back glyph by glyph to the CJK font.
+    The CJK font comes first: a label that mixes Chinese and maths ("序列长度 $T$") is drawn whole by mathtext,
+    whose text font is the first family, with no per-glyph fallback. Its Latin letters and digits are Noto's own;
+    DejaVu Sans stays as the fallback for symbols the CJK font lacks.
     """
     font_manager.fontManager.addfont(str(cjk_font_path()))
     matplotlib.rcParams.update({
         # Explicit families (not the generic "sans-serif") so matplotlib falls back per glyph.
-        "font.family": ["DejaVu Sans", CJK_FAMILY],
+        "font.family": [CJK_FAMILY, "DejaVu Sans"],
         "figure.dpi": 100,
         "savefig.dpi": 100,
         "figure.figsize": (6.4, 3.6),
