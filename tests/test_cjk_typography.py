@@ -114,6 +114,10 @@ SAMPLE = """# 标题
 中文 word
 中文。
 
+英文 word
+接着
+中文。
+
 (sec)=
 ## 小节
 
@@ -143,10 +147,11 @@ def _build(tmp_path, extensions) -> str:
 
 def test_a_sphinx_build_with_the_transform_has_no_space_between_chinese_characters(tmp_path):
     without = _build(tmp_path / "a", ["myst_parser"])
-    assert len(page_problems(without)[0]) == 5                            # the control: the breaks show
+    assert len(page_problems(without)[0]) == 6                            # the control: the breaks show
     page = _build(tmp_path / "b", ["myst_parser", "cjk_lines"])
     assert page_problems(page) == ([], [])
     assert "续行；见<a" in page and "小节</span></a>与<strong>粗体</strong>文字" in page   # across roles
+    assert "word\n接着中文。" in page                     # the second of two equal "\n" Text nodes is the one joined
     assert "中文 word" in page.replace("\n", " ") and "<span class=\"pre\">code</span></code>\n中文" in page
 
 

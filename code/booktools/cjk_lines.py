@@ -58,7 +58,8 @@ def join_block(block: nodes.Element) -> int:
         after = next((s[0] for s in texts[i + 1:] if s), "")
         new = join_lines(texts[i], before, after)
         if new != texts[i]:
-            t.parent.replace(t, nodes.Text(new))
+            parent = t.parent  # by identity: Element.replace finds the first *equal* Text ("\n" is common)
+            parent[next(k for k, child in enumerate(parent.children) if child is t)] = nodes.Text(new)
             texts[i] = new  # later lookups see the joined text
             changed += 1
     return changed
