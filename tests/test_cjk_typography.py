@@ -17,7 +17,7 @@ from conftest import ROOT, chapter_pages
 
 sys.path.insert(0, str(ROOT / "code" / "booktools"))
 
-CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3000-\u303f\uff00-\uffef\u2018\u2019\u201c\u201d\u2014\u2026\u00b7"
+CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3000-\u303f\uff00-\uffef\u2018\u2019\u201c\u201d\u2014\u2026"
 SPACE_BETWEEN_CJK = re.compile(f"(?<=[{CJK}])\\s+(?=[{CJK}])")
 BLOCKS = {"p", "li", "td", "th", "dt", "dd", "caption", "figcaption"}
 VERBATIM = {"code", "pre", "script", "style", "kbd", "samp", "textarea", "svg"}
@@ -104,6 +104,8 @@ def test_join_lines_only_between_two_cjk_characters():
     assert join_lines("中文\nword\n中文") == "中文\nword\n中文"           # Latin neighbours keep their space
     assert join_lines("中文 中文") == "中文 中文"                           # a typed space is the author's
     assert join_lines("\n的", before="词") == "的" and join_lines("的\n", after="x") == "的\n"
+    assert join_lines("，见 ", after="练") == "，见" and join_lines(" 一章", before="力") == "一章"   # beside a role
+    assert join_lines("，见 ", after="S") == "，见 " and join_lines("甲 · 乙") == "甲 · 乙"
 
 
 SAMPLE = """# 标题
@@ -124,7 +126,7 @@ SAMPLE = """# 标题
 - 列表项
   续行；见
   {ref}`sec`
-  与**粗体**
+  与**粗体**，见 {ref}`sec` 一节
   文字
 
 | 列 |
@@ -147,10 +149,11 @@ def _build(tmp_path, extensions) -> str:
 
 def test_a_sphinx_build_with_the_transform_has_no_space_between_chinese_characters(tmp_path):
     without = _build(tmp_path / "a", ["myst_parser"])
-    assert len(page_problems(without)[0]) == 6                            # the control: the breaks show
+    assert len(page_problems(without)[0]) == 8                            # the control: the breaks show
     page = _build(tmp_path / "b", ["myst_parser", "cjk_lines"])
     assert page_problems(page) == ([], [])
-    assert "续行；见<a" in page and "小节</span></a>与<strong>粗体</strong>文字" in page   # across roles
+    assert "续行；见<a" in page and "小节</span></a>与<strong>粗体</strong>，见<a" in page   # across roles
+    assert "小节</span></a>一节文字" in page
     assert "word\n接着中文。" in page                     # the second of two equal "\n" Text nodes is the one joined
     assert "中文 word" in page.replace("\n", " ") and "<span class=\"pre\">code</span></code>\n中文" in page
 

@@ -5,7 +5,8 @@ Chinese that space is a typo ("查阅源序列。 如今"). Chromium shows it; C
 (after references and glossary terms are resolved, so their Chinese text counts) deletes each whitespace
 run that holds a newline when the characters on both sides are CJK (ideographs, CJK or full-width
 punctuation, Chinese quotation marks). The neighbours are looked up across inline nodes, so a line ending
-before a role (``…的\\n{term}`词元```) is joined too; text inside code and maths is never changed, and a
+before a role (``…的\\n{term}`词元```) is joined too, as is a space typed between a Chinese character and
+a role whose text starts with one (``见 {ref}`…```); text inside code and maths is never changed, and a
 break next to Latin text, a number or code keeps its space. Sources stay wrapped as they are.
 """
 
@@ -18,9 +19,10 @@ from sphinx.transforms.post_transforms import SphinxPostTransform
 
 # Ideographs (Ext. A, URO, compatibility), CJK symbols and punctuation (、。「」《》…), full-width forms
 # (，：；（）！？), and the general punctuation Chinese text uses: ‘ ’ “ ” — …  ·
-CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3000-\u303f\uff00-\uffef\u2018\u2019\u201c\u201d\u2014\u2026\u00b7"
+CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3000-\u303f\uff00-\uffef\u2018\u2019\u201c\u201d\u2014\u2026"
 CJK_CHAR = re.compile(f"[{CJK}]")
 BREAK = re.compile(r"[ \t]*\n\s*")  # a whitespace run that holds a line break
+EDGE = re.compile(r"^[ \t]+|[ \t]+$")  # a space typed next to a role or other inline node (见 {ref}`…`)
 # Inline nodes whose text is shown verbatim: neighbours for the lookup, never edited.
 VERBATIM = (nodes.literal, nodes.math, nodes.raw, nodes.FixedTextElement)
 
@@ -30,13 +32,15 @@ def is_cjk(ch: str) -> bool:
 
 
 def join_lines(text: str, before: str = "", after: str = "") -> str:
-    """``text`` with each line break between two CJK characters removed; ``before``/``after`` are the
-    characters just outside it (from the neighbouring nodes), '' at the paragraph's edges."""
+    """``text`` with each line break between two CJK characters removed, and a space at its start or end
+    too when it sits between two CJK characters across a node edge (见 {ref}`…`); ``before``/``after`` are
+    the characters just outside it (from the neighbouring nodes), '' at the paragraph's edges."""
     def keep(m):
         left = text[m.start() - 1] if m.start() else before
         right = text[m.end()] if m.end() < len(text) else after
         return "" if is_cjk(left) and is_cjk(right) else m.group()
-    return BREAK.sub(keep, text)
+    text = BREAK.sub(keep, text)
+    return EDGE.sub(keep, text) if (before or after) else text
 
 
 def _blocks(doctree):
@@ -52,7 +56,7 @@ def join_block(block: nodes.Element) -> int:
     texts = [str(t) for t in found]  # (a Node is always true, even an empty Text)
     changed = 0
     for i, t in enumerate(found):
-        if "\n" not in texts[i] or _inside(t, VERBATIM, block):
+        if not (("\n" in texts[i]) or texts[i][:1].isspace() or texts[i][-1:].isspace()) or _inside(t, VERBATIM, block):
             continue
         before = next((s[-1] for s in reversed(texts[:i]) if s), "")
         after = next((s[0] for s in texts[i + 1:] if s), "")
