@@ -15,9 +15,9 @@ SCALE = 255  # weights ship as one byte each, round(w * 255), base64: 1.33 chara
 # Guided questions: (pattern, question, threshold). A head answers one when its pattern score,
 # averaged over the sentences, reaches the threshold; the page and check_answer() test the same.
 QUESTIONS = [
-    ("previous", "找一个几乎只看前一个 token 的头（查询 i 给键 i − 1 的平均权重 ≥ 0.9）", 0.9),
-    ("next", "找一个主要看后一个 token 的头（查询 i 给键 i + 1 的平均权重 ≥ 0.5）", 0.5),
-    ("cls", "找一个把绝大部分权重停在 [CLS] 上的头（所有查询给第一个 token 的平均权重 ≥ 0.8）", 0.8),
+    ("previous", "找一个几乎只看前一个词元的头（查询 i 给键 i − 1 的平均权重 ≥ 0.9）", 0.9),
+    ("next", "找一个主要看后一个词元的头（查询 i 给键 i + 1 的平均权重 ≥ 0.5）", 0.5),
+    ("cls", "找一个把绝大部分权重停在 [CLS] 上的头（所有查询给第一个词元的平均权重 ≥ 0.8）", 0.8),
 ]
 
 
