@@ -188,12 +188,16 @@ def title_lines() -> list[str]:
             "书中的每个数字和每张图都由这次构建执行章节代码重新算出；交互控件在网页版中可以操作。"]
 
 
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):  # one line per request would bury the build log
+        pass
+
+
 def print_pdf(page: Path, out: Path, chromium: str) -> dict:
     from playwright.sync_api import sync_playwright
 
     docs, parts, root = toc_order()
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(page.parent))
-    http.server.SimpleHTTPRequestHandler.log_message = lambda *a: None
+    handler = functools.partial(QuietHandler, directory=str(page.parent))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     title = (ROOT / "_config.yml").read_text(encoding="utf-8").split("title:", 1)[1].splitlines()[0].strip()
