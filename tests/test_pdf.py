@@ -21,7 +21,7 @@ RAW_TEX = re.compile(r"\\\(|\\\)|\\\[|\\\]|\$\$")  # Sphinx's maths delimiters, 
 
 def chapter_titles() -> list[str]:
     """Each chapter's and appendix's title (its first '# ' line), in table-of-contents order."""
-    docs, _, _ = pdf_edition.toc_order()
+    docs, _ = pdf_edition.toc_order()
     titles = []
     for doc in docs:
         text = (ROOT / f"{doc}.md").read_text(encoding="utf-8")
@@ -51,7 +51,7 @@ def squash(text: str) -> str:
 
 def chapter_bookmarks(reader) -> list[tuple[str, int]]:
     """(title, 0-based page) of each chapter-level bookmark: the children of the part bookmarks."""
-    _, parts, _ = pdf_edition.toc_order()
+    _, parts = pdf_edition.toc_order()
     captions, marks, outline = {squash(c) for c in parts.values()}, [], reader.outline
     for item, children in zip(outline, outline[1:]):
         if not isinstance(item, list) and squash(item.title) in captions and isinstance(children, list):

@@ -137,8 +137,8 @@ def setup(app):
     return {"parallel_read_safe": True, "parallel_write_safe": True}
 
 
-def toc_order() -> tuple[list[str], dict[str, str], str]:
-    """(docnames in reading order, {first docname of a part: caption}, root docname) from _toc.yml."""
+def toc_order() -> tuple[list[str], dict[str, str]]:
+    """(docnames in reading order, {first docname of a part: caption}) from _toc.yml."""
     import yaml
 
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
@@ -147,7 +147,7 @@ def toc_order() -> tuple[list[str], dict[str, str], str]:
         files = [c["file"] for c in part["chapters"]]
         parts[files[0]] = part["caption"]
         docs += files
-    return docs, parts, toc["root"]
+    return docs, parts
 
 
 WIDGET_DIV = re.compile(r'<div id="(attnbook-widget-\d+)" class="attnbook-static-widget"')
@@ -196,7 +196,7 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
 def print_pdf(page: Path, out: Path, chromium: str) -> dict:
     from playwright.sync_api import sync_playwright
 
-    docs, parts, root = toc_order()
+    docs, parts = toc_order()
     handler = functools.partial(QuietHandler, directory=str(page.parent))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
