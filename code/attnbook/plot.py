@@ -92,11 +92,11 @@ def probability_bars(ax, probs, labels=None, title="", color="C0"):
     ax.set_title(title)
 
 
-
 # --- Checks in the book build ----------------------------------------------------------------------------------
 
-# matplotlib's warnings for a character no font has: text ("Glyph 3585 (\\N{THAI CHARACTER KO KAI}) missing
-# from font(s) DejaVu Sans, Noto Sans CJK SC.") and mathtext ("Font 'rm' does not have a glyph for …").
+# matplotlib's messages for a character no font has: text warns ("Glyph 3585 (\\N{THAI CHARACTER KO KAI}) missing
+# from font(s) DejaVu Sans, Noto Sans CJK SC."); mathtext logs "Font 'rm' does not have a glyph for …" instead of
+# warning, which reaches the cell's stderr, where the build's stderr rule fails it.
 MISSING_GLYPH = r"(Glyph .* missing from font|.* does not have a glyph for)"
 TEXT_METADATA = "attnbook_text"
 
