@@ -178,7 +178,7 @@ def test_slider_and_python_sync_temperature_both_ways(browser, jupyterlab):
         assert len(drawn) == len(LOGITS)
         assert all(abs(d - p) <= 5e-4 + 1e-12 for d, p in zip(drawn, p_ref.tolist())), (drawn, p_ref)
         readout = widget.locator(".attnbook-readout").text_content()
-        T_shown, H_shown = re.search(r"= ([\d.]+)\s+熵 H = ([\d.]+)", readout).groups()
+        T_shown, H_shown = re.search(r"= ([\d.]+)\s+熵 = ([\d.]+)", readout).groups()
         assert T_shown == "0.50"
         assert abs(float(H_shown) - float(-(p_ref * p_ref.log()).sum())) <= 5e-4 + 1e-12, readout
     finally:

@@ -65,7 +65,7 @@ function render({ model, el }) {
     groups.forEach((g, j) => { setBar(g.raw, pRaw[j]); setBar(g.scaled, pScaled[j]); });
     const spread = Math.max(...s) - Math.min(...s);
     dkOut.textContent = ` = ${dk}`;
-    stats.textContent = `熵 H：未缩放 ${entropy(pRaw).toFixed(3)}，缩放后 ${entropy(pScaled).toFixed(3)} nats`
+    stats.textContent = `熵：未缩放 ${entropy(pRaw).toFixed(3)}，缩放后 ${entropy(pScaled).toFixed(3)} nats`
       + `（最大 ln ${n} = ${Math.log(n).toFixed(3)}）\n最大权重：未缩放 ${Math.max(...pRaw).toFixed(3)}，缩放后 `
       + `${Math.max(...pScaled).toFixed(3)}；原始分数极差 ${spread.toFixed(1)}`;
     stats.dataset.hRaw = entropy(pRaw).toPrecision(10);

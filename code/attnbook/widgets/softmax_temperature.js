@@ -42,7 +42,7 @@ function render({ model, el }) {
       bars[i].value.setAttribute("y", H - pad - h - 4);
       bars[i].value.textContent = pi.toFixed(3);
     });
-    readout.textContent = ` = ${T.toFixed(2)}　熵 H = ${entropy(p).toFixed(3)} nats（最大 ln ${n} = ${Math.log(n).toFixed(3)}）`;
+    readout.textContent = ` = ${T.toFixed(2)}　熵 = ${entropy(p).toFixed(3)} nats（最大 ln ${n} = ${Math.log(n).toFixed(3)}）`;
   }
 
   slider.addEventListener("input", () => {
