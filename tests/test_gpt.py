@@ -113,6 +113,19 @@ def test_cropped_generation_reads_only_the_last_window_like_nanogpt(use_cache):
     assert not torch.equal(out, model.generate(ids[:, :3], 9, temperature=0.0))   # uncropped reads further back
 
 
+def test_attn_mask_causal_is_the_default_and_a_window_reads_only_the_last_w_tokens():
+    from attnbook.sliding_window import band_mask
+    model, ids = lm(2), ids_of(b=2, t=12)
+    with torch.no_grad():
+        torch.testing.assert_close(model(ids, attn_mask=causal_mask(12)), model(ids), rtol=0, atol=0)
+        del model.layers[1:]                                            # one layer: the window is all it reads
+        windowed = model(ids, attn_mask=band_mask(12, 4))                # (B, T, V)
+        for i in range(12):                                             # RoPE is relative: same as re-reading
+            alone = model(ids[:, max(0, i - 3):i + 1])[:, -1]           # the last 4 tokens from position 0
+            torch.testing.assert_close(windowed[:, i], alone, rtol=1e-10, atol=1e-10)
+        assert not torch.allclose(windowed[:, -1], model(ids)[:, -1])
+
+
 def test_last_only_is_the_last_row_of_the_full_logits():
     model, ids = lm(2), ids_of()
     with torch.no_grad():
@@ -179,6 +192,9 @@ def test_mode_is_restored_after_generate():
     (lambda m: DecoderOnlyLM(V, D, H, N, FF, output_bias=True).start_from_unigram(-torch.ones(V)), "non-negative"),
     (lambda m: DecoderOnlyLM(V, D, H, N, FF, output_bias=True).start_from_unigram(torch.ones(V), 0.0), "alpha"),
     (lambda m: kv_cache_bytes(2, 1, -4, 1, 8), "seq_len"),
+    (lambda m: m(ids_of(t=4), attn_mask=causal_mask(5)), r"attn_mask must be a \(4, 4\)"),
+    (lambda m: m(ids_of(t=4), attn_mask=causal_mask(4).float()), "torch.bool"),
+    (lambda m: m(ids_of(t=1), m.new_cache(), attn_mask=causal_mask(1)), "with a cache"),
 ])
 def test_bad_inputs_raise_value_errors(call, words):
     with pytest.raises(ValueError, match=words):

@@ -41,7 +41,8 @@ class DecoderOnlyLM(nn.Module):
     """GPT-style causal language model built from ``num_layers`` pre-LN :class:`attnbook.DecoderLayer`.
 
     ``forward(ids)`` returns next-token logits for every position at once (causal mask), or for the last
-    position only with ``last_only=True``;
+    position only with ``last_only=True``; ``attn_mask`` (T, T) bool, True = may attend, replaces the
+    causal mask (e.g. a sliding window, attnbook.band_mask), without a cache only;
     ``forward(ids, cache)`` takes only the new tokens, which sit at positions len(cache) onwards, and
     reuses the cached keys and values. ``tie_weights`` makes the output layer the embedding's transpose;
     ``output_bias`` adds a bias b (V,) to the logits, which :meth:`start_from_unigram` sets to log frequencies.
@@ -90,7 +91,8 @@ class DecoderOnlyLM(nn.Module):
         """An empty cache: one KVCache of (B, Hkv, T, Dh) keys and values per layer."""
         return DecoderCache([LayerCache() for _ in self.layers])
 
-    def forward(self, ids: Tensor, cache: DecoderCache | None = None, *, last_only: bool = False) -> Tensor:
+    def forward(self, ids: Tensor, cache: DecoderCache | None = None, *, last_only: bool = False,
+                attn_mask: Tensor | None = None) -> Tensor:
         if not isinstance(ids, Tensor) or ids.dim() != 2 or ids.dtype != torch.long or ids.size(1) == 0:
             got = f"{ids.dtype} {tuple(ids.shape)}" if isinstance(ids, Tensor) else type(ids).__name__
             raise ValueError(f"ids must be a (B, T) int64 tensor with T >= 1, got {got}")
@@ -98,8 +100,15 @@ class DecoderOnlyLM(nn.Module):
             raise ValueError(f"ids must lie in [0, {self.vocab_size}), got min {int(ids.min())}, max {int(ids.max())}")
         if cache is not None and len(cache.layers) != len(self.layers):
             raise ValueError(f"cache has {len(cache.layers)} layers, the model {len(self.layers)}")
+        T = ids.size(1)
+        if attn_mask is not None and (cache is not None or not isinstance(attn_mask, Tensor)
+                                      or attn_mask.dtype != torch.bool or attn_mask.shape != (T, T)):
+            got = f"{attn_mask.dtype} {tuple(attn_mask.shape)}" if isinstance(attn_mask, Tensor) else attn_mask
+            raise ValueError(f"attn_mask must be a ({T}, {T}) torch.bool tensor, used without a cache; got {got}"
+                             + (" with a cache" if cache is not None else ""))
         x = self.dropout(self.embed(ids))                                 # (B, T, D)
         mask = causal_mask(ids.size(1), device=ids.device) if cache is None else None   # (T, T)
+        mask = mask if attn_mask is None else attn_mask.to(ids.device)
         for i, layer in enumerate(self.layers):
             x, _, _ = layer(x, None, mask, None, None if cache is None else cache.layers[i])
         if last_only:                                                     # generation needs the last row only
