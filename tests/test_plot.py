@@ -1,6 +1,7 @@
 """Chinese glyphs in figures: the packaged CJK font must cover them on any machine; in the book build a
 missing glyph fails and each figure's text is recorded."""
 
+import logging
 import warnings
 from pathlib import Path
 
@@ -103,6 +104,19 @@ def test_a_missing_glyph_fails_and_chinese_passes():
     ax.set_title(CHINESE)
     data, metadata = plot.drawn_checked(_png, fig)      # the control: Chinese renders
     assert data and CHINESE in metadata[plot.TEXT_METADATA]
+    plt.close(fig)
+
+
+def test_a_missing_glyph_in_maths_fails_too():
+    """mathtext logs its missing glyph instead of warning; the check catches the log record."""
+    plot.use_book_style()
+    fig, ax = plt.subplots()
+    ax.set_title(f"${LACKING}$")
+    with pytest.raises(plot.MissingGlyphError, match=r"does not have a glyph for"):
+        plot.drawn_checked(_png, fig)
+    ax.set_title(r"$\sqrt{d_k}$")
+    plot.drawn_checked(_png, fig)                       # the control: ordinary maths renders
+    assert not logging.getLogger("matplotlib.mathtext").handlers   # the handler is removed again
     plt.close(fig)
 
 

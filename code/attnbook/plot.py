@@ -9,6 +9,7 @@ figure drew rides along in the output's metadata (``attnbook_text``), where the 
 from __future__ import annotations
 
 import functools
+import logging
 import re
 import warnings
 from pathlib import Path
@@ -95,14 +96,26 @@ def probability_bars(ax, probs, labels=None, title="", color="C0"):
 # --- Checks in the book build ----------------------------------------------------------------------------------
 
 # matplotlib's messages for a character no font has: text warns ("Glyph 3585 (\\N{THAI CHARACTER KO KAI}) missing
-# from font(s) DejaVu Sans, Noto Sans CJK SC."); mathtext logs "Font 'rm' does not have a glyph for …" instead of
-# warning, which reaches the cell's stderr, where the build's stderr rule fails it.
+# from font(s) DejaVu Sans, Noto Sans CJK SC."); mathtext logs "Font 'rm' does not have a glyph for …" on the
+# "matplotlib.mathtext" logger instead of warning. drawn_checked turns both into MissingGlyphError.
 MISSING_GLYPH = r"(Glyph .* missing from font|.* does not have a glyph for)"
 TEXT_METADATA = "attnbook_text"
 
 
 class MissingGlyphError(ValueError):
     """A figure drew a character that none of its fonts has: the page would show an empty box."""
+
+
+class _MissingGlyphLog(logging.Handler):
+    """Collects mathtext's missing-glyph log records while a figure is drawn."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if re.match(MISSING_GLYPH, record.getMessage()):
+            self.messages.append(record.getMessage())
 
 
 def figure_text(fig: Figure) -> list[str]:
@@ -126,6 +139,9 @@ def figure_text(fig: Figure) -> list[str]:
 def drawn_checked(draw, fig: Figure, *args, **kwargs):
     """``draw(fig, …)`` (a display formatter) with missing glyphs as :class:`MissingGlyphError`; returns
     ``(data, metadata)`` with the figure's text under ``metadata["attnbook_text"]``."""
+    logged = _MissingGlyphLog()
+    mathtext_log = logging.getLogger("matplotlib.mathtext")
+    mathtext_log.addHandler(logged)
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=MISSING_GLYPH, category=UserWarning)
         try:
@@ -134,6 +150,10 @@ def drawn_checked(draw, fig: Figure, *args, **kwargs):
             if not re.match(MISSING_GLYPH, str(w)):
                 raise
             raise MissingGlyphError(f"{w} — in a figure with the text {figure_text(fig)!r}") from None
+        finally:
+            mathtext_log.removeHandler(logged)
+    if logged.messages:
+        raise MissingGlyphError(f"{logged.messages[0]} — in a figure with the text {figure_text(fig)!r}")
     data, metadata = result if isinstance(result, tuple) else (result, {})
     return data, {**(metadata or {}), TEXT_METADATA: figure_text(fig)}
 
