@@ -106,7 +106,7 @@ def device_name(device: torch.device | None = None) -> str:
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
     # The kernel path (ATEN_CPU_CAPABILITY) decides the bits of every float result.
-    return f"CPU ({os.cpu_count()} cores, {platform.machine()}, {torch.backends.cpu.get_cpu_capability()})"
+    return f"CPU（{os.cpu_count()} 核，{platform.machine()}，{torch.backends.cpu.get_cpu_capability()}）"
 
 
 @dataclass(frozen=True)
