@@ -3,7 +3,8 @@ cache (with and without attention sinks) against torch SDPA with the band mask a
 
 Breaks seen to fail: the band one key too wide (d <= window); sinks ignored in band_mask_at; the ring slot
 p mod W without the sink offset (overwrites the sinks); the cache keeping the first W tokens instead of the
-last W; the cache's mask one key too wide (window + 1).
+last W; the cache's mask one key too wide (window + 1); rolling_lm_forward rotating each chunk from
+position 0, or skipping the feed-forward sub-layer.
 """
 
 from __future__ import annotations
@@ -130,3 +131,43 @@ def test_bad_input_raises():
     cache = sw.RollingKVCache(3)
     with pytest.raises(ValueError, match=r"\(B, H, Tn, D\)"):
         cache.attend(torch.randn(1, 2, 3), torch.randn(1, 2, 3), torch.randn(1, 2, 3))
+
+
+def _gpt(kv=None, seed=0):
+    from attnbook.gpt import DecoderOnlyLM
+    torch.manual_seed(seed)
+    return DecoderOnlyLM(19, 16, 4, 3, 32, num_kv_heads=kv).double().eval()
+
+
+@pytest.mark.parametrize("window,sinks,chunk", [(4, 0, 1), (4, 2, 1), (3, 1, 5), (5, 2, None), (20, 0, 3)])
+@pytest.mark.parametrize("kv", [None, 2])
+def test_rolling_lm_forward_equals_the_masked_forward(window, sinks, chunk, kv):
+    model = _gpt(kv)
+    ids = torch.randint(0, 19, (2, 14), generator=torch.Generator().manual_seed(1))
+    logits, weights = sw.rolling_lm_forward(model, ids, window, sinks, chunk)
+    with torch.no_grad():
+        ref = model(ids, attn_mask=sw.band_mask(14, window, sinks))
+        torch.testing.assert_close(logits, ref, rtol=1e-10, atol=1e-10)
+        if window < 14:
+            assert not torch.allclose(ref, model(ids))                      # the window did cut something
+    assert len(weights) == 3 and all(w.shape[:2] == (2, 4) for w in weights)
+
+
+def test_rolling_lm_forward_with_a_wide_window_is_full_attention_and_returns_its_weights():
+    model = _gpt()
+    ids = torch.randint(0, 19, (2, 9), generator=torch.Generator().manual_seed(2))
+    logits, weights = sw.rolling_lm_forward(model, ids, window=9)
+    with torch.no_grad():
+        torch.testing.assert_close(logits, model(ids), rtol=1e-10, atol=1e-10)
+        h = model.layers[0].norm1(model.embed(ids))
+        _, ref_w = model.layers[0].self_attn(h, h, h, sw.band_mask(9, 9))  # (B, H, T, T)
+    torch.testing.assert_close(weights[0], ref_w, rtol=1e-10, atol=1e-10)
+
+
+def test_rolling_lm_forward_rejects_bad_input():
+    with pytest.raises(ValueError, match="DecoderOnlyLM"):
+        sw.rolling_lm_forward(torch.nn.Linear(2, 2), torch.zeros(1, 3, dtype=torch.long), 2)
+    with pytest.raises(ValueError, match=r"\(B, T\) int64"):
+        sw.rolling_lm_forward(_gpt(), torch.zeros(3, dtype=torch.long), 2)
+    with pytest.raises(ValueError, match="chunk"):
+        sw.rolling_lm_forward(_gpt(), torch.zeros(1, 3, dtype=torch.long), 2, chunk=0)

@@ -20,8 +20,10 @@ from torch import Tensor
 from .attention import scaled_dot_product_attention
 from .efficient import sliding_window_mask
 from .masks import causal_mask
+from .multihead import merge_heads, repeat_kv, split_heads
+from .positional import apply_rotary
 
-__all__ = ["band_mask_at", "band_mask", "RollingKVCache"]
+__all__ = ["band_mask_at", "band_mask", "RollingKVCache", "rolling_lm_forward"]
 
 
 def _check_int(n, name: str, minimum: int) -> int:
@@ -144,3 +146,47 @@ class RollingKVCache:
         self.values[:, :, slots] = v[:, :, keep]
         self.positions[slots] = new_pos[keep]
         return out
+
+
+@torch.no_grad()
+def rolling_lm_forward(model, ids: Tensor, window: int, sinks: int = 0,
+                       chunk: int | None = None) -> tuple[Tensor, list[Tensor]]:
+    """Run an :class:`attnbook.DecoderOnlyLM` (pre-LN, RoPE) through one RollingKVCache per layer.
+
+    The tokens are fed ``chunk`` at a time (default: all at once); each layer's queries and keys are
+    rotated at their absolute positions and attend through the cache, so the logits equal
+    ``model(ids, attn_mask=band_mask(T, window, sinks))`` while no layer ever holds more than
+    sinks + window keys. With window >= T it is the ordinary growing cache (full causal attention).
+
+    Shape:
+        ids: (B, T) int64 -> logits (B, T, V), weights: one (B, H, Tc, held + Tc) per layer from the last
+        chunk (all of it when chunk is None: (B, H, T, T) with window >= T, keys in position order)
+    """
+    layers = getattr(model, "layers", None)
+    if layers is None or not all(getattr(la, "norm_first", False) and la.cross_attn is None
+                                 and la.self_attn.rope_base is not None for la in layers):
+        raise ValueError("model must be a pre-LN decoder-only LM with RoPE (attnbook.DecoderOnlyLM)")
+    if not isinstance(ids, Tensor) or ids.dim() != 2 or ids.dtype != torch.long or ids.size(1) == 0:
+        got = f"{ids.dtype} {tuple(ids.shape)}" if isinstance(ids, Tensor) else type(ids).__name__
+        raise ValueError(f"ids must be a (B, T) int64 tensor with T >= 1, got {got}")
+    T = ids.size(1)
+    chunk = T if chunk is None else _check_int(chunk, "chunk", 1)
+    caches = [RollingKVCache(window, sinks) for _ in layers]
+    logits, weights = [], []
+    for start in range(0, T, chunk):
+        x = model.embed(ids[:, start:start + chunk])                             # (B, Tc, D)
+        pos = torch.arange(start, start + x.size(1), device=ids.device)          # (Tc,)
+        weights = []
+        for layer, cache in zip(layers, caches):
+            mha = layer.self_attn
+            h = layer.norm1(x)
+            q = apply_rotary(split_heads(mha.w_q(h), mha.num_heads), pos, mha.rope_base)        # (B, H, Tc, Dh)
+            k = apply_rotary(split_heads(mha.w_k(h), mha.num_kv_heads), pos, mha.rope_base)     # (B, Hkv, Tc, Dh)
+            v = split_heads(mha.w_v(h), mha.num_kv_heads)
+            n_rep = mha.num_heads // mha.num_kv_heads
+            out, w = cache.attend(q, repeat_kv(k, n_rep), repeat_kv(v, n_rep))   # (B, H, Tc, Dh)
+            x = x + mha.w_o(merge_heads(out))                                    # pre-LN residual
+            x = x + layer.ffn(layer.norm3(x))
+            weights.append(w)
+        logits.append(model.lm_head(model.final_norm(x)))
+    return torch.cat(logits, 1), weights
