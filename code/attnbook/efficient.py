@@ -174,9 +174,9 @@ class TiledAttentionFunction(torch.autograd.Function):
     """Tiled attention whose backward recomputes each tile from q, k and the saved logsumexp.
 
     Saved for backward: q, k, v, the output and one logsumexp per query, i.e. O(T) memory.
-    Formula (per tile, L the row's logsumexp, c = scale, Δ_i = sum_d dO_id O_id):
-        P = exp(c q k^T - L);  dV += P^T dO;  dP = dO V^T;  dS = P ⊙ (dP - Δ)
-        dQ += c dS K;  dK += c dS^T Q
+    Formula (per tile, L the row's logsumexp, scale = 1/sqrt(d_k) by default, Δ_i = sum_d dO_id O_id):
+        P = exp(scale · q k^T - L);  dV += P^T dO;  dP = dO V^T;  dS = P ⊙ (dP - Δ)
+        dQ += scale · dS K;  dK += scale · dS^T Q
     """
 
     @staticmethod
