@@ -1,4 +1,7 @@
-"""The length-generalisation experiment of the chapter 「位置编码」: its data, its model, its training."""
+"""The length-generalisation experiment of the chapter 「位置编码」: its data, its model, its training; a RoPE
+model's swapped frequencies (rope_scaling), against apply_rotary at interpolated positions.
+
+Breaks seen to fail: the forward ignoring rope_scaling's attention factor; ignoring its frequencies."""
 
 import pytest
 import torch
@@ -54,3 +57,61 @@ def test_training_is_deterministic_and_rope_learns_the_task():
     none = train_position_model("none", steps=120, eval_sequences=100, seed=3)
     assert torch.get_num_threads() == threads  # the one-thread pin is undone
     assert none.acc_train_len < 0.5  # no position information: far from solved
+
+
+def _rope_model(seed=0):
+    torch.manual_seed(seed)
+    return PositionTaskModel("rope", vocab=10).double().eval()
+
+
+def test_rope_scaling_none_equals_the_default_and_linear_equals_interpolated_positions():
+    from attnbook import apply_rotary
+    from attnbook.attention import scaled_dot_product_attention
+    from attnbook.masks import causal_mask
+    from attnbook.rope_scaling import scaled_frequencies
+
+    model = _rope_model()
+    x = torch.randint(0, 10, (2, 9), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        default = model(x)
+        model.rope_scaling = scaled_frequencies("none", 8, 10000.0, 3.0, 4)
+        torch.testing.assert_close(model(x), default, rtol=1e-12, atol=1e-12)
+        model.rope_scaling = scaled_frequencies("linear", 8, 10000.0, 3.0, 4)
+        scaled = model(x)
+        # reference: the same layer by hand, positions 0, 1/3, 2/3, ... (position interpolation)
+        h = model.embed(x)
+        q, k, v = model.qkv(h).view(2, 9, 3, 4, 8).permute(2, 0, 3, 1, 4)
+        pos = torch.arange(9, dtype=torch.float64) / 3
+        a, _ = scaled_dot_product_attention(apply_rotary(q, pos), apply_rotary(k, pos), v, causal_mask(9))
+        ref = model.readout(model.norm(h + model.out(a.transpose(1, 2).reshape(2, 9, -1))))
+    torch.testing.assert_close(scaled, ref, rtol=1e-10, atol=1e-10)
+    assert not torch.allclose(scaled, default)
+
+
+def test_attention_factor_scales_q_and_k():
+    model = _rope_model()
+    x = torch.randint(0, 10, (1, 7), generator=torch.Generator().manual_seed(2))
+    w = 10000.0 ** (-torch.arange(0, 8, 2, dtype=torch.float64) / 8)
+    with torch.no_grad():
+        model.rope_scaling = (w, 1.5)
+        scaled = model(x)
+        model.rope_scaling = None
+        model.qkv.weight[:64] *= 1.5                                  # W_q and W_k rows, their biases too
+        model.qkv.bias[:64] *= 1.5
+        torch.testing.assert_close(scaled, model(x), rtol=1e-10, atol=1e-10)
+
+
+def test_position_accuracy_and_fit():
+    from attnbook.positional_experiment import fit_position_model, position_accuracy
+
+    model = _rope_model().float()
+    acc, correct = position_accuracy(model, 12, 10, 5, seed=7)
+    x, y = previous_token_batch(5, 12, 10, torch.Generator().manual_seed(7))
+    with torch.no_grad():
+        hits = (model(x).argmax(-1) == y)[:, 1:]
+    assert acc == pytest.approx(float(hits.float().mean())) and torch.equal(correct, model(x).argmax(-1) == y)
+    losses = [fit_position_model(_rope_model(1).float(), 8, 10, 5, 4, 1e-2, torch.Generator().manual_seed(3))
+              for _ in range(2)]
+    assert losses[0] == losses[1] and losses[0] > 0
+    with pytest.raises(ValueError, match="min_len <= max_len"):
+        fit_position_model(model, 2, 10, 5, 4, 1e-2, torch.Generator(), min_len=3)

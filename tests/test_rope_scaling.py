@@ -3,7 +3,7 @@
 Breaks seen to fail: linear_scaling multiplying by the factor instead of dividing; dynamic NTK exponent
 dim/(dim-2) replaced by 1; YaRN ramp reversed (ramp <-> 1 - ramp); YaRN without ``truncate``'s floor/ceil;
 YaRN attention factor with mscale_all_dim ignored; apply_rotary_frequencies without the attention factor;
-score_vs_distance without the factor 2.
+score_vs_distance without the factor 2; scaled_frequencies dispatching "linear" to dynamic NTK.
 """
 
 from __future__ import annotations
@@ -121,3 +121,26 @@ def test_bad_input_raises():
         rs.yarn_scaling(8, 10000.0, 0.5, 1024)
     with pytest.raises(ValueError, match=r"\(4,\)"):
         rs.apply_rotary_frequencies(torch.randn(3, 8), torch.ones(3))
+
+
+@pytest.mark.parametrize("method,rope", [("linear", dict(rope_type="linear", factor=4.0)),
+                                         ("dynamic_ntk", dict(rope_type="dynamic", factor=4.0)),
+                                         ("yarn", dict(rope_type="yarn", factor=4.0,
+                                                       original_max_position_embeddings=16))])
+def test_scaled_frequencies_by_name_equal_transformers(method, rope):
+    compute = {"linear": tr_rope._compute_linear_scaling_rope_parameters,
+               "dynamic_ntk": tr_rope._compute_dynamic_ntk_parameters,
+               "yarn": tr_rope._compute_yarn_parameters}[method]
+    config = _config(8, 10000.0, 16 if method != "yarn" else 64, **rope)
+    ref, af = compute(config, None, 64) if method == "dynamic_ntk" else compute(config)
+    ours, our_af = rs.scaled_frequencies(method, 8, 10000.0, 4.0, 16, seq_len=64)
+    _close(ours, ref)
+    assert our_af == pytest.approx(af, rel=1e-12)
+
+
+def test_scaled_frequencies_none_is_plain_rope_and_bad_names_raise():
+    w, af = rs.scaled_frequencies("none", 8, 10000.0, 4.0, 16)
+    torch.testing.assert_close(w, 10000.0 ** (-torch.arange(0, 8, 2, dtype=torch.float64) / 8))
+    assert af == 1.0
+    with pytest.raises(ValueError, match="method must be one of"):
+        rs.scaled_frequencies("ntk", 8, 10000.0, 4.0, 16)

@@ -13,6 +13,9 @@ LayerNorm and a linear read-out; the schemes differ only in how position enters:
     t5          learned bias per (head, distance bucket) added to the scores; causal buckets
     rope        rotary embedding of q and k
     alibi       fixed linear penalty -s_h (i - j) added to the scores
+
+A RoPE model's frequencies can be swapped after training (``model.rope_scaling``, attnbook.rope_scaling),
+then evaluated (:func:`position_accuracy`) or fine-tuned (:func:`fit_position_model`) at a longer length.
 """
 
 from __future__ import annotations
@@ -28,9 +31,10 @@ from .attention import scaled_dot_product_attention
 from .masks import causal_mask
 from .positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding, apply_rotary
 from .relative_position import T5RelativeBias, alibi_bias, attention_with_bias
+from .rope_scaling import apply_rotary_frequencies
 
 __all__ = ["SCHEMES", "previous_token_batch", "PositionTaskModel", "PositionRunResult",
-           "train_position_model"]
+           "train_position_model", "fit_position_model", "position_accuracy"]
 
 SCHEMES = ("none", "sinusoidal", "learned", "t5", "rope", "alibi")
 IGNORE = -100  # target of positions with no answer (F.cross_entropy's ignore_index)
@@ -53,6 +57,9 @@ def previous_token_batch(batch: int, length: int, vocab: int, generator: torch.G
 
 class PositionTaskModel(nn.Module):
     """Embedding -> [+ absolute positions] -> one causal multi-head attention layer -> LayerNorm -> logits.
+
+    ``rope_scaling``: None (RoPE with base 10000), or (inv_freq (Dh / 2,), attention_factor) from
+    attnbook.rope_scaling, applied to q and k by :func:`attnbook.apply_rotary_frequencies`.
 
     Shape:
         tokens: (B, T) int64 -> logits (B, T, vocab)
@@ -77,6 +84,7 @@ class PositionTaskModel(nn.Module):
         self.out = nn.Linear(d_model, d_model)
         self.norm = nn.LayerNorm(d_model)
         self.readout = nn.Linear(d_model, vocab)
+        self.rope_scaling: tuple[Tensor, float] | None = None
 
     def forward(self, tokens: Tensor) -> Tensor:
         B, T = tokens.shape
@@ -86,8 +94,11 @@ class PositionTaskModel(nn.Module):
         # (B, T, 3D) -> (B, T, 3, H, Dh) -> (3, B, H, T, Dh)
         q, k, v = self.qkv(h).view(B, T, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
         mask = causal_mask(T, tokens.device)  # (T, T)
-        if self.scheme == "rope":
+        if self.scheme == "rope" and self.rope_scaling is None:
             q, k = apply_rotary(q), apply_rotary(k)
+        elif self.scheme == "rope":
+            inv_freq, factor = self.rope_scaling  # (Dh / 2,), scores scaled by factor^2
+            q, k = (apply_rotary_frequencies(t, inv_freq, attention_factor=factor) for t in (q, k))
         if self.scheme in ("t5", "alibi"):
             bias = self.t5(T, T) if self.t5 is not None else alibi_bias(self.num_heads, T, T, tokens.device)
             a, _ = attention_with_bias(q, k, v, bias, mask)  # bias (H, T, T) broadcasts over B
@@ -109,54 +120,72 @@ class PositionRunResult:
     seconds: float
 
 
-def _accuracy(model: nn.Module, length: int, vocab: int, n: int, seed: int, device) -> tuple[float, Tensor]:
+def position_accuracy(model: nn.Module, length: int, vocab: int, n: int, seed: int,
+                      device=None) -> tuple[float, Tensor]:
+    """Accuracy on n fresh sequences of ``length`` (generator seeded with ``seed``), over all positions
+    with a target; and the (n, length) boolean tensor of correct predictions. Runs without gradients.
+    """
     g = torch.Generator().manual_seed(seed)
     x, y = previous_token_batch(n, length, vocab, g, device)
-    correct = model(x).argmax(-1) == y  # (n, T)
+    with torch.no_grad():
+        correct = model(x).argmax(-1) == y  # (n, T)
     valid = y != IGNORE
     return float(correct[valid].float().mean()), correct
+
+
+def fit_position_model(model: nn.Module, max_len: int, vocab: int, steps: int, batch: int, lr: float,
+                       generator: torch.Generator, device=None, min_len: int = 3) -> float:
+    """Adam on the previous-token task, one length drawn from min_len .. max_len per step (in train mode,
+    eval mode after). Returns the last loss. Also the short fine-tune at a longer length.
+    """
+    if not 2 <= min_len <= max_len or steps < 1:
+        raise ValueError(f"need 2 <= min_len <= max_len and steps >= 1, got {min_len}, {max_len}, {steps}")
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    model.train()
+    for _ in range(steps):
+        length = int(torch.randint(min_len, max_len + 1, (1,), generator=generator))
+        x, y = previous_token_batch(batch, length, vocab, generator, device)
+        loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten(), ignore_index=IGNORE)  # (B*T, V), (B*T,)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model.eval()
+    return float(loss.detach())
 
 
 def train_position_model(scheme: str, train_len: int = 16, vocab: int = 16, d_model: int = 32,
                          num_heads: int = 4, steps: int = 300, batch: int = 64, lr: float = 1e-2,
                          seed: int = 0, eval_sequences: int = 500, device=None,
-                         t5_max_distance: int | None = None) -> PositionRunResult:
+                         t5_max_distance: int | None = None, return_model: bool = False):
     """Train on lengths drawn from 3 .. train_len, then evaluate at train_len and 2 * train_len.
 
     Each step draws one length for the whole batch. Evaluation uses fixed seeds, so every
     scheme sees the same test sequences. ``t5_max_distance`` defaults to ``train_len``: every
     T5 bucket is then reached in training. Runs on one CPU thread (restored afterwards).
+    ``return_model``: return (result, trained model) instead of the result.
     """
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # matrices of a few dozen rows: extra threads only add synchronisation
     try:
-        return _train(scheme, train_len, vocab, d_model, num_heads, steps, batch, lr, seed,
-                      eval_sequences, device, t5_max_distance)
+        result, model = _train(scheme, train_len, vocab, d_model, num_heads, steps, batch, lr, seed,
+                               eval_sequences, device, t5_max_distance)
+        return (result, model) if return_model else result
     finally:
         torch.set_num_threads(threads)
 
 
 def _train(scheme, train_len, vocab, d_model, num_heads, steps, batch, lr, seed, eval_sequences, device,
-           t5_max_distance) -> PositionRunResult:
+           t5_max_distance) -> tuple[PositionRunResult, PositionTaskModel]:
     torch.manual_seed(seed)
     g = torch.Generator().manual_seed(seed)
     model = PositionTaskModel(scheme, vocab, d_model, num_heads, max_len=2 * train_len,
                               t5_max_distance=t5_max_distance or train_len).to(device)
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
     start = time.perf_counter()
-    for _ in range(steps):
-        length = int(torch.randint(3, train_len + 1, (1,), generator=g))
-        x, y = previous_token_batch(batch, length, vocab, g, device)
-        loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten(), ignore_index=IGNORE)  # (B*T, V), (B*T,)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+    loss = fit_position_model(model, train_len, vocab, steps, batch, lr, g, device)
     seconds = time.perf_counter() - start
-    model.eval()
-    with torch.no_grad():
-        acc_l, _ = _accuracy(model, train_len, vocab, eval_sequences, 10_000 + seed, device)
-        acc_2l, correct = _accuracy(model, 2 * train_len, vocab, eval_sequences, 20_000 + seed, device)
+    acc_l, _ = position_accuracy(model, train_len, vocab, eval_sequences, 10_000 + seed, device)
+    acc_2l, correct = position_accuracy(model, 2 * train_len, vocab, eval_sequences, 20_000 + seed, device)
     by_position = correct.float().mean(0)  # (2L,)
     by_position[0] = float("nan")
     return PositionRunResult(scheme, seed, acc_l, acc_2l, float(correct[:, train_len:].float().mean()),
-                             tuple(by_position.tolist()), float(loss.detach()), seconds)
+                             tuple(by_position.tolist()), loss, seconds), model

@@ -29,6 +29,8 @@ __all__ = [
     "dynamic_ntk_scaling",
     "yarn_mscale",
     "yarn_scaling",
+    "SCALINGS",
+    "scaled_frequencies",
     "apply_rotary_frequencies",
     "score_vs_distance",
 ]
@@ -139,6 +141,28 @@ def yarn_scaling(dim: int, base: float, factor: float, original_max_position: in
     ramp = ((i - low) / (high - low)).clamp(0, 1)       # 0: keep w_i, 1: interpolate w_i / s
     w = rope_frequencies(dim, base, device)
     return w / factor * ramp + w * (1 - ramp), float(attention_factor)
+
+
+SCALINGS = ("none", "linear", "dynamic_ntk", "yarn")
+
+
+def scaled_frequencies(method: str, dim: int, base: float, factor: float, original_max_position: int,
+                       seq_len: int | None = None, device=None) -> tuple[Tensor, float]:
+    """One of :data:`SCALINGS` by name, for a model trained on positions < original_max_position
+    (``seq_len``: the current length, used by dynamic NTK only; "none": the unscaled frequencies).
+
+    Shape:
+        -> inv_freq (dim / 2,) float64, attention_factor (float)
+    """
+    if method == "none":
+        return rope_frequencies(dim, base, device), 1.0
+    if method == "linear":
+        return linear_scaling(dim, base, factor, device)
+    if method == "dynamic_ntk":
+        return dynamic_ntk_scaling(dim, base, factor, original_max_position, seq_len, device)
+    if method == "yarn":
+        return yarn_scaling(dim, base, factor, original_max_position, device=device)
+    raise ValueError(f"method must be one of {SCALINGS}, got {method!r}")
 
 
 def apply_rotary_frequencies(x: Tensor, inv_freq: Tensor, positions: Tensor | None = None,
