@@ -177,8 +177,8 @@ from .transformer import (
     Transformer,
 )
 from .widgets import (AttentionHeadBrowser, CrossAttentionWidget, DkScalingWidget, KernelRegressionWidget,
-                      OnlineSoftmaxWidget, RotaryWidget, SamplingWidget, SinusoidalExplorerWidget,
-                      SoftmaxTemperatureWidget, TileMapWidget)
+                      OnlineSoftmaxWidget, RopeScalingWidget, RotaryWidget, SamplingWidget,
+                      SinusoidalExplorerWidget, SoftmaxTemperatureWidget, TileMapWidget)
 
 __version__ = "0.1.0"
 
@@ -231,6 +231,6 @@ __all__ = [
     "mla_attention", "mla_decode_flops", "split_kv_up", "attention_flops", "elu_feature_map",
     "linear_attention_chunked", "linear_attention_noncausal", "linear_attention_quadratic",
     "linear_attention_recurrent", "apply_rotary_frequencies", "dynamic_ntk_scaling", "linear_scaling",
-    "rope_frequencies", "score_vs_distance", "yarn_mscale", "yarn_scaling", "RollingKVCache", "band_mask",
-    "band_mask_at",
+    "rope_frequencies", "score_vs_distance", "yarn_mscale", "yarn_scaling", "RopeScalingWidget", "RollingKVCache",
+    "band_mask", "band_mask_at",
 ]

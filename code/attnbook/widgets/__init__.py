@@ -6,6 +6,7 @@ from .head_browser import AttentionHeadBrowser
 from .kernel_regression import KernelRegressionWidget
 from .online_softmax import OnlineSoftmaxWidget
 from .positional_explorer import SinusoidalExplorerWidget
+from .rope_scaling_explorer import RopeScalingWidget
 from .rotary import RotaryWidget
 from .sampling_explorer import SamplingWidget
 from .softmax_temperature import SoftmaxTemperatureWidget
@@ -13,5 +14,5 @@ from .static import StaticFallbackWidget
 from .tile_map import TileMapWidget
 
 __all__ = ["AttentionHeadBrowser", "CrossAttentionWidget", "DkScalingWidget", "KernelRegressionWidget",
-           "OnlineSoftmaxWidget", "RotaryWidget", "SamplingWidget", "SinusoidalExplorerWidget",
+           "OnlineSoftmaxWidget", "RopeScalingWidget", "RotaryWidget", "SamplingWidget", "SinusoidalExplorerWidget",
            "SoftmaxTemperatureWidget", "StaticFallbackWidget", "TileMapWidget"]

@@ -1,0 +1,101 @@
+"""The RoPE-scaling widget: pick a method (none, position interpolation, NTK, YaRN), drag the scale factor s,
+watch each pair's rotation frequency and the score-vs-distance curve out to s times the training length."""
+
+from __future__ import annotations
+
+import math
+from numbers import Integral
+
+import torch
+import traitlets as t
+
+from ..rope_scaling import dynamic_ntk_scaling, linear_scaling, rope_frequencies, score_vs_distance, yarn_scaling
+from .static import StaticFallbackWidget, is_number
+
+METHODS = ("none", "linear", "ntk", "yarn")
+MAX_POINTS = 512  # the curve: every integer distance up to this many, else this many evenly spaced
+
+
+class RopeScalingWidget(StaticFallbackWidget):
+    """RoPE frequencies of one head and the score they give against the distance, under a chosen scaling.
+
+    A model trained on length L meets a sequence of length T = ceil(s L). The browser redoes the arithmetic
+    of :mod:`attnbook.rope_scaling` (``rope_scaling_explorer.js``), so the controls work on the static page:
+
+    - ``none``: w_i = base^(-2i/D) (:func:`rope_frequencies`), attention factor a = 1;
+    - ``linear`` (position interpolation): :func:`linear_scaling` ``(D, base, s)``, every w_i / s;
+    - ``ntk``: :func:`dynamic_ntk_scaling` ``(D, base, 1, L, seq_len=T)``, base * (T/L)^(D/(D-2)): the
+      slowest pair divided by T/L (about s, as in interpolation), the fastest (w_0 = 1) kept;
+    - ``yarn``: :func:`yarn_scaling` ``(D, base, s, L)`` with its defaults, a = 0.1 ln s + 1;
+
+    and the curve :func:`score_vs_distance` ``(w', d, a)`` for d = 0 .. T. In a kernel ``method`` and
+    ``factor`` are synced traits (set both, checked, with :meth:`set_controls`).
+
+    Shape: D (``dim``) even >= 4; frequencies (D/2,); curve (min(T, 512) + 1,).
+    """
+
+    _esm_file = "rope_scaling_explorer.js"
+
+    dim = t.Int(8).tag(sync=True)
+    base = t.Float(10000.0).tag(sync=True)
+    train_len = t.Int(16).tag(sync=True)
+    factor_max = t.Float(16.0).tag(sync=True)
+    method = t.Unicode("yarn").tag(sync=True)
+    factor = t.Float(4.0).tag(sync=True)
+
+    def __init__(self, dim: int = 8, base: float = 10000.0, train_len: int = 16, method: str = "yarn",
+                 factor: float = 4.0, factor_max: float = 16.0):
+        if isinstance(dim, bool) or not isinstance(dim, Integral) or dim < 4 or dim % 2:
+            raise ValueError(f"dim (the rotated head size) must be an even integer >= 4, got {dim!r}")
+        if not (is_number(base) and math.isfinite(base) and base > 1):
+            raise ValueError(f"base must be a finite number > 1, got {base!r}")
+        if isinstance(train_len, bool) or not isinstance(train_len, Integral) or train_len < 1:
+            raise ValueError(f"train_len must be a positive integer, got {train_len!r}")
+        if not (is_number(factor_max) and 1 < factor_max <= 1024):
+            raise ValueError(f"factor_max must be a number in (1, 1024], got {factor_max!r}")
+        super().__init__(dim=int(dim), base=float(base), train_len=int(train_len), factor_max=float(factor_max))
+        self.set_controls(method, factor)
+
+    def set_controls(self, method: str, factor: float) -> None:
+        """Pick the method (one of ``METHODS``) and the scale factor s in [1, factor_max]."""
+        if method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+        if not (is_number(factor) and 1 <= factor <= self.factor_max):
+            raise ValueError(f"factor must be a number in [1, {self.factor_max}], got {factor!r}")
+        with self.hold_sync():                           # one update message to the page, not two
+            self.method, self.factor = method, float(factor)
+
+    def length(self) -> int:
+        """T = ceil(s L), the length the scaling is for (the curve's last distance)."""
+        return math.ceil(self.factor * self.train_len)
+
+    def frequencies(self) -> tuple[torch.Tensor, float]:
+        """(inv_freq, attention_factor) of the current method, by :mod:`attnbook.rope_scaling`. Shape: (D/2,)."""
+        D, b, s, L = self.dim, self.base, self.factor, self.train_len
+        if self.method == "linear":
+            return linear_scaling(D, b, s)
+        if self.method == "ntk":
+            return dynamic_ntk_scaling(D, b, 1.0, L, seq_len=self.length())
+        if self.method == "yarn":
+            return yarn_scaling(D, b, s, L)
+        return rope_frequencies(D, b), 1.0
+
+    def distances(self) -> torch.Tensor:
+        """The curve's distances j T / (n - 1), j = 0 .. n - 1, n = min(T, 512) + 1. Shape: (n,) float64."""
+        T = self.length()
+        n = min(T, MAX_POINTS) + 1
+        return torch.arange(n, dtype=torch.float64) * T / (n - 1)
+
+    def scores(self, scaled: bool = True) -> torch.Tensor:
+        """score_vs_distance at :meth:`distances`, with the current method's (or the unscaled) frequencies."""
+        inv_freq, a = self.frequencies() if scaled else (rope_frequencies(self.dim, self.base), 1.0)
+        return score_vs_distance(inv_freq, self.distances(), a)
+
+    def unseen_pairs(self) -> list[int]:
+        """Pairs whose angle at distance s L, s L w'_i, exceeds every angle training showed, L w_i < 2 pi.
+
+        A pair that turned a full circle within L (L w_i >= 2 pi) has seen every angle.
+        """
+        w, (scaled, _) = rope_frequencies(self.dim, self.base), self.frequencies()
+        beyond = (self.factor * scaled > w * (1 + 1e-9)) & (self.train_len * w < 2 * math.pi)
+        return [int(i) for i in torch.nonzero(beyond).flatten()]
