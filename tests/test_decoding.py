@@ -168,7 +168,7 @@ def test_bad_sources_and_lengths_are_named():
     model = _model()
     for src, got in [(torch.zeros(2, 3), r"torch.float32 \(2, 3\)"), ([[3, 4]], "list"),
                      (torch.zeros(1, 0, dtype=torch.long), r"torch.int64 \(1, 0\)")]:
-        with pytest.raises(ValueError, match=f"^src must be a \\(B, S\\) int64 tensor with S >= 1, got {got}"):
+        with pytest.raises(ValueError, match=f"^src must be a \\(B, T_src\\) int64 tensor with T_src >= 1, got {got}"):
             greedy_decode(model, src, 5)
     with pytest.raises(ValueError, match="^max_len must be a positive integer, got True"):
         greedy_decode(model, _src(), True)

@@ -167,7 +167,7 @@ def test_evaluation_of_a_model_that_always_says_eos():
 
 def test_models_reject_bad_input():
     model = Seq2Seq(13, embed_dim=4, hidden_size=4)
-    with pytest.raises(ValueError, match=r"src must be \(B, S\) token ids with S >= 1, got \(3,\)"):
+    with pytest.raises(ValueError, match=r"src must be \(B, T_src\) token ids with T_src >= 1, got \(3,\)"):
         model(torch.randint(3, 13, (3,)), torch.randint(3, 13, (3, 2)))
     with pytest.raises(ValueError, match=r"tgt_in of shape \(2, 2\) must be \(B=3, T\)"):
         model(torch.randint(3, 13, (3, 4)), torch.randint(3, 13, (2, 2)))

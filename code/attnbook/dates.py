@@ -13,7 +13,7 @@ A two-digit year follows the POSIX ``%y`` pivot (69-99 -> 19xx, 00-68 -> 20xx), 
 they use occurs in the training forms, only the combination is new) and whole years
 (``HELD_OUT_YEARS``); the training split has neither, so the two are disjoint in forms and dates.
 
-Shape legend: N examples, S source length, T target length (10 characters + EOS).
+Shape legend: N examples, T_src source length, T target length (10 characters + EOS).
 """
 
 from __future__ import annotations
@@ -199,7 +199,7 @@ class SequenceVocab:
 
     def encode_batch(self, texts: Sequence[str], bos: bool = False, eos: bool = False) -> Tensor:
         rows = [self.encode(t, bos, eos) for t in texts]
-        ids = torch.full((len(rows), max(map(len, rows))), self.PAD, dtype=torch.long)  # (N, S)
+        ids = torch.full((len(rows), max(map(len, rows))), self.PAD, dtype=torch.long)  # (N, T_src)
         for i, r in enumerate(rows):
             ids[i, :len(r)] = torch.tensor(r, dtype=torch.long)
         return ids

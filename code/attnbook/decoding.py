@@ -8,7 +8,7 @@ The model needs ``encode(src) -> (memory, src_mask)``, ``decode(tgt, memory, src
 -> logits`` and ``new_cache()``, as :class:`attnbook.Transformer` has. <pad> and <bos> are never
 generated. Decoding runs in eval mode under ``torch.no_grad()`` (the model's mode is restored).
 
-Shape legend: B batch, S source length, L generated length (<= max_len), K beam size, V vocabulary.
+Shape legend: B batch, T_src source length, L generated length (<= max_len), k beam size, V vocabulary.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def shift_right(tokens: Tensor, bos_id: int) -> Tensor:
 def _check(src: Tensor, max_len, bos_id, eos_id, pad_id) -> None:
     if not isinstance(src, Tensor) or src.dim() != 2 or src.dtype != torch.long or src.size(1) == 0:
         got = f"{src.dtype} {tuple(src.shape)}" if isinstance(src, Tensor) else type(src).__name__
-        raise ValueError(f"src must be a (B, S) int64 tensor with S >= 1, got {got}")
+        raise ValueError(f"src must be a (B, T_src) int64 tensor with T_src >= 1, got {got}")
     if isinstance(max_len, bool) or not isinstance(max_len, Integral) or max_len < 1:
         raise ValueError(f"max_len must be a positive integer, got {max_len!r}")
     if len({bos_id, eos_id, pad_id}) != 3:
@@ -84,7 +84,7 @@ def greedy_decode(model, src: Tensor, max_len: int, bos_id: int = 1, eos_id: int
     ``stop_at_eos=False`` always runs ``max_len`` steps (for timing).
 
     Shape:
-        src: (B, S) -> tokens (B, L) with <pad> after <eos>, step logits (B, L, V).
+        src: (B, T_src) -> tokens (B, L) with <pad> after <eos>, step logits (B, L, V).
     """
     _check(src, max_len, bos_id, eos_id, pad_id)
     memory, src_mask = model.encode(src)
@@ -117,42 +117,42 @@ def beam_search(model, src: Tensor, beam_size: int, max_len: int, bos_id: int = 
     of beam i's parent. Both give the same result.
 
     Shape:
-        src: (B, S) -> tokens (B, L) with <pad> after <eos>, scores (B,) (the normalised score).
+        src: (B, T_src) -> tokens (B, L) with <pad> after <eos>, scores (B,) (the normalised score).
     """
     _check(src, max_len, bos_id, eos_id, pad_id)
     if isinstance(beam_size, bool) or not isinstance(beam_size, Integral) or beam_size < 1:
         raise ValueError(f"beam_size must be a positive integer, got {beam_size!r}")
     b, k = src.size(0), int(beam_size)
     memory, src_mask = model.encode(src)
-    memory = memory.repeat_interleave(k, 0)                        # (B*K, S, D): beams of example i together
-    src_mask = src_mask.repeat_interleave(k, 0)                    # (B*K, 1, 1, S)
-    ys = torch.full((b * k, 1), bos_id, dtype=torch.long, device=src.device)   # (B*K, 1)
+    memory = memory.repeat_interleave(k, 0)                        # (B*k, T_src, D): beams of example i together
+    src_mask = src_mask.repeat_interleave(k, 0)                    # (B*k, 1, 1, T_src)
+    ys = torch.full((b * k, 1), bos_id, dtype=torch.long, device=src.device)   # (B*k, 1)
     scores = torch.full((b, k), float("-inf"), dtype=torch.promote_types(memory.dtype, torch.float32),
                         device=src.device)
-    scores[:, 0] = 0.0                                             # K identical <bos> beams: keep one
+    scores[:, 0] = 0.0                                             # k identical <bos> beams: keep one
     finished = torch.zeros(b * k, dtype=torch.bool, device=src.device)
-    lengths = torch.zeros_like(scores).reshape(-1)                 # (B*K,) tokens up to and including <eos>
+    lengths = torch.zeros_like(scores).reshape(-1)                 # (B*k,) tokens up to and including <eos>
     cache = model.new_cache() if use_cache else None
     for _ in range(max_len):
-        new = ys if cache is None else ys[:, -1:]                  # (B*K, t) or (B*K, 1)
-        logp = _next_log_probs(model.decode(new, memory, src_mask, cache)[:, -1], bos_id, pad_id)  # (B*K, V)
+        new = ys if cache is None else ys[:, -1:]                  # (B*k, t) or (B*k, 1)
+        logp = _next_log_probs(model.decode(new, memory, src_mask, cache)[:, -1], bos_id, pad_id)  # (B*k, V)
         v = logp.size(-1)
         # A finished beam has exactly one continuation, <pad>, costing nothing.
         logp[finished] = float("-inf")
         logp[finished, pad_id] = 0.0
-        cand = (scores.reshape(-1, 1) + logp).reshape(b, k * v)    # (B, K*V) every one-token extension
-        scores, flat = cand.topk(k, dim=-1)                        # (B, K) the K best, best first
-        parent = flat // v + torch.arange(b, device=src.device)[:, None] * k   # (B, K) row in B*K
-        token = (flat % v).reshape(-1)                             # (B*K,)
+        cand = (scores.reshape(-1, 1) + logp).reshape(b, k * v)    # (B, k*V) every one-token extension
+        scores, flat = cand.topk(k, dim=-1)                        # (B, k) the k best, best first
+        parent = flat // v + torch.arange(b, device=src.device)[:, None] * k   # (B, k) row in B*k
+        token = (flat % v).reshape(-1)                             # (B*k,)
         parent = parent.reshape(-1)
-        ys = torch.cat([ys[parent], token[:, None]], 1)           # (B*K, t + 1)
+        ys = torch.cat([ys[parent], token[:, None]], 1)           # (B*k, t + 1)
         if cache is not None:
             cache.reorder(parent)                                  # row i continues its parent's prefix
         lengths = lengths[parent] + (~finished[parent]).float()
         finished = finished[parent] | (token == eos_id)
         if bool(finished.all()):
             break
-    final = scores / ((5.0 + lengths.reshape(b, k)) / 6.0) ** length_penalty   # (B, K)
+    final = scores / ((5.0 + lengths.reshape(b, k)) / 6.0) ** length_penalty   # (B, k)
     best = final.argmax(-1)                                        # (B,)
     rows = best + torch.arange(b, device=src.device) * k
     return _finish(ys[rows, 1:], eos_id, pad_id), final.gather(1, best[:, None]).squeeze(1)
@@ -166,7 +166,7 @@ def sequence_log_prob(model, src: Tensor, tokens: Tensor, bos_id: int = 1, eos_i
     One teacher-forced pass scores every position at once.
 
     Shape:
-        src: (B, S), tokens: (B, L) -> (B,)
+        src: (B, T_src), tokens: (B, L) -> (B,)
     """
     logits = model(src, shift_right(tokens, bos_id))                                  # (B, L, V)
     logp = _next_log_probs(logits.reshape(-1, logits.size(-1)), bos_id, pad_id)

@@ -5,7 +5,7 @@ The two variants differ ONLY in the context vector c_t fed to the decoder at ste
     with attention     c_t = Σ_j α_tj h_j,  α_t = softmax_j(vᵀ tanh(W_q s_{t-1} + W_k h_j))  (Bahdanau et al., 2015)
 Everything else (embedding, encoder, decoder cell, output layer, initial state s_0 = h_S) is shared.
 
-Shape legend: B batch, S source length, T target steps, E embedding size, H hidden size, V vocabulary.
+Shape legend: B batch, T_src source length, T target steps, E embedding size, H hidden size, V vocabulary.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ class Seq2Seq(nn.Module):
     """Encoder-decoder over one shared vocabulary (source and target tokens alike).
 
     Shape:
-        src: (B, S) token ids; tgt_in: (B, T) decoder inputs (BOS first)
-        -> logits (B, T, V), attention weights (B, T, S) or None without attention.
+        src: (B, T_src) token ids; tgt_in: (B, T) decoder inputs (BOS first)
+        -> logits (B, T, V), attention weights (B, T, T_src) or None without attention.
     """
 
     def __init__(self, vocab_size: int, embed_dim: int = 32, hidden_size: int = 64,
@@ -44,16 +44,16 @@ class Seq2Seq(nn.Module):
         self.out = nn.Linear(2 * hidden_size, vocab_size)  # reads [s_t; c_t]
 
     def encode(self, src: Tensor) -> tuple[Tensor, Tensor]:
-        """Shape: src (B, S) -> annotations h_1..h_S (B, S, H), last state h_S (B, H)."""
+        """Shape: src (B, T_src) -> annotations h_1..h_S (B, T_src, H), last state h_S (B, H)."""
         if src.dim() != 2 or src.size(1) == 0:
-            raise ValueError(f"src must be (B, S) token ids with S >= 1, got {tuple(src.shape)}")
+            raise ValueError(f"src must be (B, T_src) token ids with T_src >= 1, got {tuple(src.shape)}")
         return self.encoder(self.embed(src))
 
     def step(self, y_prev: Tensor, s: Tensor, annotations: Tensor, last: Tensor):
-        """One decoder step. Shape: y_prev (B,), s (B, H) -> logits (B, V), s' (B, H), weights (B, S) or None."""
+        """One decoder step. Shape: y_prev (B,), s (B, H) -> logits (B, V), s' (B, H), weights (B, T_src) or None."""
         if self.attention:
-            c, w = attend(s.unsqueeze(1), annotations, annotations, self.score)  # (B, 1, H), (B, 1, S)
-            c, w = c.squeeze(1), w.squeeze(1)  # (B, H), (B, S)
+            c, w = attend(s.unsqueeze(1), annotations, annotations, self.score)  # (B, 1, H), (B, 1, T_src)
+            c, w = c.squeeze(1), w.squeeze(1)  # (B, H), (B, T_src)
         else:
             c, w = last, None  # the fixed-length summary, the same at every step
         s = self.decoder(torch.cat([self.embed(y_prev), c], -1), s)  # (B, E + H) -> (B, H)
@@ -62,7 +62,7 @@ class Seq2Seq(nn.Module):
     def forward(self, src: Tensor, tgt_in: Tensor):
         """Teacher forcing: step t reads the true previous token tgt_in[:, t].
 
-        Shape: src (B, S), tgt_in (B, T) -> logits (B, T, V), weights (B, T, S) or None.
+        Shape: src (B, T_src), tgt_in (B, T) -> logits (B, T, V), weights (B, T, T_src) or None.
         """
         if tgt_in.dim() != 2 or tgt_in.size(0) != src.size(0):
             raise ValueError(f"tgt_in of shape {tuple(tgt_in.shape)} must be (B={src.size(0)}, T)")

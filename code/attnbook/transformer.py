@@ -8,7 +8,7 @@ Every sublayer F (self-attention, cross-attention, feed-forward) sits in a resid
 Encoder layer: self-attention -> FFN. Decoder layer: masked self-attention -> cross-attention over
 the encoder output -> FFN, in this order. Attention is :class:`attnbook.MultiHeadAttention`.
 
-Shape legend: B batch, S source length, T target length, D = d_model, H heads, V vocabulary.
+Shape legend: B batch, T_src source length, T target length, D = d_model, H heads, V vocabulary.
 """
 
 from __future__ import annotations
@@ -65,8 +65,8 @@ class EncoderLayer(_Residual):
     """Self-attention then FFN, each with residual + LayerNorm (post-LN unless ``norm_first``).
 
     Shape:
-        x: (B, S, D); mask: (B, 1, 1, S) or (S, S) bool, True = may attend
-        -> output (B, S, D), self-attention weights (B, H, S, S).
+        x: (B, T_src, D); mask: (B, 1, 1, T_src) or (T_src, T_src) bool, True = may attend
+        -> output (B, T_src, D), self-attention weights (B, H, T_src, T_src).
     """
 
     def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.1, norm_first: bool = False):
@@ -89,7 +89,7 @@ class LayerCache:
     """What incremental decoding keeps for one decoder layer: the target's keys and values so far
     (a KVCache) and the encoder output's cross-attention keys and values (projected once).
 
-    Shape: memory_kv: two tensors (B, H, S, D/H), or None before the first step.
+    Shape: memory_kv: two tensors (B, H, T_src, D/H), or None before the first step.
     """
 
     self_attn: KVCache = field(default_factory=KVCache)
@@ -141,8 +141,8 @@ class DecoderLayer(_Residual):
     ``rope_base`` go to the self-attention (grouped-query heads, rotary positions).
 
     Shape:
-        x: (B, T, D); memory: (B, S, D); tgt_mask: (T, T); memory_mask: (B, 1, 1, S)
-        -> output (B, T, D), self weights (B, H, T, T), cross weights (B, H, T, S) (None without cross-attention).
+        x: (B, T, D); memory: (B, T_src, D); tgt_mask: (T, T); memory_mask: (B, 1, 1, T_src)
+        -> output (B, T, D), self weights (B, H, T, T), cross weights (B, H, T, T_src) (None without cross-attention).
     """
 
     def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.1, norm_first: bool = False, *,
@@ -181,12 +181,12 @@ class DecoderLayer(_Residual):
 
     def _cross_cached(self, h: Tensor, memory: Tensor, memory_mask: Tensor | None, cache: LayerCache):
         mha = self.cross_attn
-        if cache.memory_kv is None:   # first step: project the encoder output once, (B, H, S, Dh) each
+        if cache.memory_kv is None:   # first step: project the encoder output once, (B, H, T_src, Dh) each
             cache.memory_kv = (split_heads(mha.w_k(memory), mha.num_heads),
                                split_heads(mha.w_v(memory), mha.num_heads))
         k, v = cache.memory_kv
         q = split_heads(mha.w_q(h), mha.num_heads)                         # (B, H, Tn, Dh)
-        out, weights = scaled_dot_product_attention(q, k, v, memory_mask)  # (B, H, Tn, Dh), (B, H, Tn, S)
+        out, weights = scaled_dot_product_attention(q, k, v, memory_mask)  # (B, H, Tn, Dh), (B, H, Tn, T_src)
         return mha.w_o(merge_heads(out)), weights
 
 
@@ -227,7 +227,8 @@ class _Stack(nn.Module):
 
 
 class Encoder(_Stack):
-    """Shape: src (B, S) ids, src_mask (B, 1, 1, S) -> memory (B, S, D), weights: num_layers x (B, H, S, S)."""
+    """Shape: src (B, T_src) ids, src_mask (B, 1, 1, T_src) -> memory (B, T_src, D),
+    weights: num_layers x (B, H, T_src, T_src)."""
 
     def __init__(self, vocab_size, d_model, num_heads, num_layers, d_ff, dropout=0.1, norm_first=False,
                  pad_id=0, max_len=512):
@@ -236,14 +237,14 @@ class Encoder(_Stack):
 
     def forward(self, src: Tensor, src_mask: Tensor | None = None) -> tuple[Tensor, list[Tensor]]:
         x, weights = self.embed_tokens(src), []
-        for layer in self.layers:                # all S positions of a layer in one batched pass
+        for layer in self.layers:                # all T_src positions of a layer in one batched pass
             x, w = layer(x, src_mask)
             weights.append(w)
         return self.final_norm(x), weights
 
 
 class Decoder(_Stack):
-    """Shape: tgt (B, T) ids, memory (B, S, D) -> states (B, T, D), self and cross weights per layer.
+    """Shape: tgt (B, T) ids, memory (B, T_src, D) -> states (B, T, D), self and cross weights per layer.
 
     With ``cache``, ``tgt`` holds the new tokens only and sits at positions len(cache) onwards.
     """
@@ -276,7 +277,7 @@ class Transformer(nn.Module):
     Embeddings are scaled by sqrt(d_model) and added to sinusoidal positions, as in the paper.
 
     Shape:
-        src: (B, S) int64; tgt: (B, T) int64 (decoder input, BOS first) -> logits (B, T, tgt_vocab_size)
+        src: (B, T_src) int64; tgt: (B, T) int64 (decoder input, BOS first) -> logits (B, T, tgt_vocab_size)
     """
 
     def __init__(self, src_vocab_size: int, tgt_vocab_size: int, d_model: int, num_heads: int,
@@ -294,17 +295,17 @@ class Transformer(nn.Module):
         self.generator = nn.Linear(d_model, tgt_vocab_size)   # pre-softmax projection
 
     def source_mask(self, src: Tensor) -> Tensor:
-        """Shape: src (B, S) -> (B, 1, 1, S) bool, True = real token (may be attended to)."""
+        """Shape: src (B, T_src) -> (B, 1, 1, T_src) bool, True = real token (may be attended to)."""
         return padding_to_attention_mask(src != self.pad_id)
 
     def encode(self, src: Tensor) -> tuple[Tensor, Tensor]:
-        """Shape: src (B, S) -> memory (B, S, D), source mask (B, 1, 1, S)."""
+        """Shape: src (B, T_src) -> memory (B, T_src, D), source mask (B, 1, 1, T_src)."""
         src_mask = self.source_mask(src)
         memory, _ = self.encoder(src, src_mask)
         return memory, src_mask
 
     def decode(self, tgt: Tensor, memory: Tensor, src_mask: Tensor, cache: DecoderCache | None = None) -> Tensor:
-        """Shape: tgt (B, T), memory (B, S, D) -> logits (B, T, V)."""
+        """Shape: tgt (B, T), memory (B, T_src, D) -> logits (B, T, V)."""
         states, _, _ = self.decoder(tgt, memory, src_mask, cache)
         return self.generator(states)
 
@@ -314,7 +315,7 @@ class Transformer(nn.Module):
 
     def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
         if src.dim() != 2 or tgt.dim() != 2 or src.size(0) != tgt.size(0):
-            raise ValueError(f"src {tuple(src.shape)} and tgt {tuple(tgt.shape)} must be (B, S) and (B, T) "
+            raise ValueError(f"src {tuple(src.shape)} and tgt {tuple(tgt.shape)} must be (B, T_src) and (B, T) "
                              f"with the same B")
         memory, src_mask = self.encode(src)
         return self.decode(tgt, memory, src_mask)   # all T positions at once (teacher forcing)
@@ -322,7 +323,7 @@ class Transformer(nn.Module):
     def attention_maps(self, src: Tensor, tgt: Tensor) -> dict[str, list[Tensor]]:
         """Every layer's attention weights for one forward pass (for plots).
 
-        Shape: -> {"encoder": [(B, H, S, S)], "decoder_self": [(B, H, T, T)], "cross": [(B, H, T, S)]}
+        Shape: -> {"encoder": [(B, H, T_src, T_src)], "decoder_self": [(B, H, T, T)], "cross": [(B, H, T, T_src)]}
         """
         src_mask = self.source_mask(src)
         memory, enc_w = self.encoder(src, src_mask)
