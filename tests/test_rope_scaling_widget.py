@@ -16,7 +16,7 @@ from figure_words import english_words, load_allowed
 from kernel_comm import LiveWidget
 from widget_page import drag, set_slider
 
-METHODS = ("none", "linear", "ntk", "yarn")
+METHODS = ("none", "linear", "dynamic_ntk", "yarn")
 D, BASE, L = 8, 10000.0, 16                       # the 位置编码 experiment: head size 32 / 4, RoPE base, train length
 
 
@@ -26,22 +26,23 @@ def closed_form(method: str, s: float, dim=D, base=BASE, length=L) -> tuple[list
     T = math.ceil(s * length)
     if method == "linear":
         return [v / s for v in w], 1.0
-    if method == "ntk":                           # base (T/L)^(D/(D-2)): the slowest pair / (T/L), the fastest kept
-        b = base * (T / length) ** (dim / (dim - 2))
+    if method == "dynamic_ntk":                   # base (sT/L - (s-1))^(D/(D-2)): the fastest kept
+        b = base * (s * T / length - (s - 1)) ** (dim / (dim - 2))
         return [b ** (-2 * i / dim) for i in range(dim // 2)], 1.0
     return w, 1.0                                 # yarn: against transformers below
 
 
-@pytest.mark.parametrize("method", ["none", "linear", "ntk"])
+@pytest.mark.parametrize("method", ["none", "linear", "dynamic_ntk"])
 @pytest.mark.parametrize("s", [1.0, 2.5, 4.0, 16.0])
 def test_frequencies_equal_the_closed_forms(method, s):
     w = attnbook.RopeScalingWidget(method=method, factor=s)
     freq, a = w.frequencies()
     ref, a_ref = closed_form(method, s)
     assert freq.tolist() == pytest.approx(ref, rel=1e-12) and a == a_ref == 1.0
-    if method == "ntk":
-        assert float(freq[0]) == 1.0 and float(freq[-1]) == pytest.approx(ref[-1], rel=1e-12)
-        assert 10000.0 ** (-6 / 8) / float(freq[-1]) == pytest.approx(math.ceil(s * L) / L, rel=1e-12)
+    if method == "dynamic_ntk":                   # the slowest pair divided by s T / L - (s - 1), T = ceil(s L)
+        assert float(freq[0]) == 1.0
+        T = math.ceil(s * L)
+        assert 10000.0 ** (-6 / 8) / float(freq[-1]) == pytest.approx(s * T / L - (s - 1), rel=1e-12)
 
 
 @pytest.mark.parametrize("dim, base, length, s", [(8, 10000.0, 16, 4.0), (8, 10000.0, 16, 16.0),
@@ -87,10 +88,10 @@ def test_curve_is_the_dot_product_of_rotated_ones(method):
 
 
 def test_long_contexts_are_sampled_evenly():
-    w = attnbook.RopeScalingWidget(64, 10000.0, 4096, method="ntk", factor=8.0)
+    w = attnbook.RopeScalingWidget(64, 10000.0, 4096, method="dynamic_ntk", factor=8.0)
     d = w.distances()
     assert w.length() == 32768 and len(d) == 513 and float(d[-1]) == 32768.0 and float(d[1]) == 64.0
-    w.set_controls("ntk", 1.5001)                               # s L = 6144.4: T rounds up
+    w.set_controls("dynamic_ntk", 1.5001)                               # s L = 6144.4: T rounds up
     assert w.length() == 6145 and float(w.distances()[-1]) == 6145.0
 
 
@@ -101,8 +102,8 @@ def test_unseen_pairs_follow_each_method():
     assert w.unseen_pairs() == [1, 2, 3]
     w.set_controls("linear", 4.0)
     assert w.unseen_pairs() == []                               # s L w_i / s = L w_i
-    w.set_controls("ntk", 4.0)
-    assert w.unseen_pairs() == [1, 2]                           # the middle pairs are divided by less than s
+    w.set_controls("dynamic_ntk", 4.0)
+    assert w.unseen_pairs() == [1]                              # 13^(-1/3) s > 1: pair 1 is divided by less than s
     w.set_controls("yarn", 4.0)
     assert w.unseen_pairs() == []                               # pair 0 kept (it turned), the rest / s
     w.set_controls("none", 1.0)
@@ -118,7 +119,7 @@ def test_unseen_pairs_follow_each_method():
     (dict(train_len=0), "train_len must be a positive integer, got 0"),
     (dict(train_len=16.0), "got 16.0"),
     (dict(factor_max=1.0), r"factor_max must be a number in \(1, 1024\], got 1.0"),
-    (dict(method="pi"), r"method must be one of \('none', 'linear', 'ntk', 'yarn'\), got 'pi'"),
+    (dict(method="ntk"), r"method must be one of \('none', 'linear', 'dynamic_ntk', 'yarn'\), got 'ntk'"),
     (dict(factor=0.5), r"factor must be a number in \[1, 16.0\], got 0.5"),
     (dict(factor=17.0), r"\[1, 16.0\], got 17.0"),
     (dict(factor=float("nan")), "got nan"),
@@ -142,9 +143,9 @@ def static_state(page_html: str) -> dict:
 
 
 def test_static_fallback_carries_the_state_and_the_js():
-    w = attnbook.RopeScalingWidget(method="ntk", factor=2.0)
+    w = attnbook.RopeScalingWidget(method="dynamic_ntk", factor=2.0)
     page = w._repr_mimebundle_()[0]["text/html"]
-    assert static_state(page) == {"base": 10000.0, "dim": 8, "factor": 2.0, "factor_max": 16.0, "method": "ntk",
+    assert static_state(page) == {"base": 10000.0, "dim": 8, "factor": 2.0, "factor_max": 16.0, "method": "dynamic_ntk",
                                   "train_len": 16}
     assert "function scaledFrequencies(" in page and "export default" not in page
     assert not re.search(r"(src|href)=\"?https?://", page)
@@ -153,7 +154,7 @@ def test_static_fallback_carries_the_state_and_the_js():
 
 # ---- the static page in chromium ----
 
-ALLOWED = {"NTK": "method name", "YaRN": "method name", **load_allowed()}
+ALLOWED = {"NTK": "method name", "YaRN": "method name", **load_allowed()}   # NTK, YaRN: until the list has them
 
 
 def open_widget(browser, tmp_path, w):
@@ -196,7 +197,7 @@ def test_static_page_matches_python_as_the_controls_move(browser, tmp_path):
     drag(page, root.locator("input.factor"), 0.8)                    # a real mouse drag of s
     drawn.append(compare(root, py))
     assert drawn[-1]["factor"] > 10 and drawn[-1]["points"] != drawn[0]["points"]
-    for method, s in (("none", 4.0), ("linear", 2.5), ("ntk", 8.0), ("ntk", 1.0), ("yarn", 16.0), ("linear", 5.75)):
+    for method, s in (("none", 4.0), ("linear", 2.5), ("dynamic_ntk", 8.0), ("dynamic_ntk", 1.0), ("yarn", 16.0), ("linear", 5.75)):
         root.locator(f"label.method-{method}").click()
         set_slider(root.locator("input.factor"), s)
         drawn.append(compare(root, py))
@@ -212,7 +213,7 @@ def test_static_page_matches_python_as_the_controls_move(browser, tmp_path):
 
 @pytest.mark.browser
 def test_static_page_for_a_long_context(browser, tmp_path):
-    py = attnbook.RopeScalingWidget(64, 500000.0, 4096, method="ntk", factor=8.3, factor_max=32.0)
+    py = attnbook.RopeScalingWidget(64, 500000.0, 4096, method="dynamic_ntk", factor=8.3, factor_max=32.0)
     page, errors, root = open_widget(browser, tmp_path, py)
     assert compare(root, py)["factor"] == 8.3 and py.length() == 33997           # T = ceil(s L), s L = 33996.8
     for method in METHODS:
@@ -232,4 +233,4 @@ def test_live_kernel_follows_the_controls_and_moves_them():
         ref, _ = closed_form("linear", 6.5)
         assert got[:2] == ["linear", 6.5] and got[2] == pytest.approx(ref, rel=1e-12) and got[3] == 1.0
         assert got[4] == pytest.approx(ones_score(torch.tensor(ref, dtype=torch.float64), 1.0, 104), abs=1e-12)
-        assert {"method": "ntk", "factor": 2.0} in live.python_updates("w.set_controls('ntk', 2.0)")
+        assert {"method": "dynamic_ntk", "factor": 2.0} in live.python_updates("w.set_controls('dynamic_ntk', 2.0)")

@@ -9,27 +9,27 @@ from numbers import Integral
 import torch
 import traitlets as t
 
-from ..rope_scaling import dynamic_ntk_scaling, linear_scaling, rope_frequencies, score_vs_distance, yarn_scaling
+from ..rope_scaling import SCALINGS, rope_frequencies, scaled_frequencies, score_vs_distance
 from .static import StaticFallbackWidget, is_number
 
-METHODS = ("none", "linear", "ntk", "yarn")
 MAX_POINTS = 512  # the curve: every integer distance up to this many, else this many evenly spaced
 
 
 class RopeScalingWidget(StaticFallbackWidget):
     """RoPE frequencies of one head and the score they give against the distance, under a chosen scaling.
 
-    A model trained on length L meets a sequence of length T = ceil(s L). The browser redoes the arithmetic
-    of :mod:`attnbook.rope_scaling` (``rope_scaling_explorer.js``), so the controls work on the static page:
+    A model trained on length L meets a sequence of length T = ceil(s L). The frequencies w'_i and the
+    attention factor a are :func:`attnbook.scaled_frequencies` ``(method, D, base, s, L, seq_len=T)``:
 
-    - ``none``: w_i = base^(-2i/D) (:func:`rope_frequencies`), attention factor a = 1;
-    - ``linear`` (position interpolation): :func:`linear_scaling` ``(D, base, s)``, every w_i / s;
-    - ``ntk``: :func:`dynamic_ntk_scaling` ``(D, base, 1, L, seq_len=T)``, base * (T/L)^(D/(D-2)): the
-      slowest pair divided by T/L (about s, as in interpolation), the fastest (w_0 = 1) kept;
-    - ``yarn``: :func:`yarn_scaling` ``(D, base, s, L)`` with its defaults, a = 0.1 ln s + 1;
+    - ``none``: w_i = base^(-2i/D), a = 1;
+    - ``linear`` (position interpolation): every w_i / s;
+    - ``dynamic_ntk``: base * (s T / L - (s - 1))^(D/(D-2)): the fastest pair (w_0 = 1) kept, the slowest
+      divided by s T / L - (s - 1);
+    - ``yarn``: w_i kept, w_i / s, or a ramp between (its defaults), a = 0.1 ln s + 1;
 
-    and the curve :func:`score_vs_distance` ``(w', d, a)`` for d = 0 .. T. In a kernel ``method`` and
-    ``factor`` are synced traits (set both, checked, with :meth:`set_controls`).
+    and the curve :func:`score_vs_distance` ``(w', d, a)`` for d = 0 .. T. The browser redoes this
+    arithmetic (``rope_scaling_explorer.js``), so the controls work on the static page; in a kernel
+    ``method`` and ``factor`` are synced traits (set both, checked, with :meth:`set_controls`).
 
     Shape: D (``dim``) even >= 4; frequencies (D/2,); curve (min(T, 512) + 1,).
     """
@@ -57,9 +57,9 @@ class RopeScalingWidget(StaticFallbackWidget):
         self.set_controls(method, factor)
 
     def set_controls(self, method: str, factor: float) -> None:
-        """Pick the method (one of ``METHODS``) and the scale factor s in [1, factor_max]."""
-        if method not in METHODS:
-            raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+        """Pick the method (one of :data:`attnbook.rope_scaling.SCALINGS`) and the scale factor s in [1, factor_max]."""
+        if method not in SCALINGS:
+            raise ValueError(f"method must be one of {SCALINGS}, got {method!r}")
         if not (is_number(factor) and 1 <= factor <= self.factor_max):
             raise ValueError(f"factor must be a number in [1, {self.factor_max}], got {factor!r}")
         with self.hold_sync():                           # one update message to the page, not two
@@ -70,15 +70,8 @@ class RopeScalingWidget(StaticFallbackWidget):
         return math.ceil(self.factor * self.train_len)
 
     def frequencies(self) -> tuple[torch.Tensor, float]:
-        """(inv_freq, attention_factor) of the current method, by :mod:`attnbook.rope_scaling`. Shape: (D/2,)."""
-        D, b, s, L = self.dim, self.base, self.factor, self.train_len
-        if self.method == "linear":
-            return linear_scaling(D, b, s)
-        if self.method == "ntk":
-            return dynamic_ntk_scaling(D, b, 1.0, L, seq_len=self.length())
-        if self.method == "yarn":
-            return yarn_scaling(D, b, s, L)
-        return rope_frequencies(D, b), 1.0
+        """(inv_freq, attention_factor) of the current method at length T. Shape: (D/2,), float."""
+        return scaled_frequencies(self.method, self.dim, self.base, self.factor, self.train_len, seq_len=self.length())
 
     def distances(self) -> torch.Tensor:
         """The curve's distances j T / (n - 1), j = 0 .. n - 1, n = min(T, 512) + 1. Shape: (n,) float64."""
