@@ -101,7 +101,7 @@ class GalleryPostTransform(SphinxPostTransform):
             figures = [i for i in items if i["kind"] == "figure"]
             widgets = [i for i in items if i["kind"] == "widget"]
             out.append(nodes.rubric("", "", self.link(docname, "", nodes.Text(title))))
-            out.append(nodes.paragraph(text=f"{len(figures)} 幅图，{len(widgets)} 个交互控件"))
+            out.append(nodes.paragraph(text=f"{len(figures)} 幅图，{len(widgets)} 个交互图"))
             if widgets:
                 bullets = nodes.bullet_list()
                 for w in widgets:

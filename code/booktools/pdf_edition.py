@@ -34,7 +34,7 @@ OUT = ROOT / "_build" / "pdf"
 NAME = "attention-book.pdf"
 PRINT_WIDTH_PX = 680  # A4 less 2 x 15 mm margins, at 96 px per inch
 PREFACE_TITLE = "关于本书"  # the root page (chapters/index.md), whose own title is the book's
-WIDGET_NOTE = "（交互控件：网页版中可以拖动或点选；这里印的是它的初始状态。）"
+WIDGET_NOTE = "（交互图：网页版中可以拖动或点选；这里印的是它的初始状态。）"
 
 PRINT_CSS = """
 @page { size: A4; margin: 16mm 15mm 18mm 15mm; }
@@ -185,7 +185,7 @@ def title_lines() -> list[str]:
                             text=True).stdout.strip() or "（未知）"
     today = datetime.date.today().isoformat()
     return ["可执行的注意力机制教材 · PDF 版", f"构建自提交 {commit} · {today}",
-            "书中的每个数字和每张图都由这次构建执行章节代码重新算出；交互控件在网页版中可以操作。"]
+            "书中的每个数字和每张图都由这次构建执行章节代码重新算出；交互图在网页版中可以操作。"]
 
 
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
