@@ -121,6 +121,18 @@ def test_log_probs_are_the_next_token_probabilities_along_the_stream():
     assert torch.equal(lm.log_probs(torch.as_tensor(test)), lp)           # tensors welcome
 
 
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_a_truncated_model_is_the_lower_order_fitted_on_the_same_stream(n):
+    V, train = 9, corpus(700, 9, seed=21)
+    rows = corpus(60, V, seed=22).reshape(6, 10)
+    fitted, cut = KneserNeyLM(V, n).fit(train), KneserNeyLM(V, 4).fit(train).truncated(n)
+    assert cut.order == n and cut.num_counts == fitted.num_counts and cut.discounts == fitted.discounts
+    assert torch.equal(cut.log_probs(rows), fitted.log_probs(rows))
+    assert torch.equal(cut.next_probs([3, 1]), fitted.next_probs([3, 1]))
+    with pytest.raises(ValueError, match=r"\[1, 4\]"):
+        KneserNeyLM(V, 4).fit(train).truncated(5)
+
+
 def test_higher_orders_fit_structured_text_better():
     ids = np.tile(np.array([0, 1, 2, 0, 2, 1]), 200)    # every token has two successors; every pair one
     ppl = [KneserNeyLM(4, n).fit(ids).perplexity(ids) for n in (1, 2, 3)]

@@ -71,7 +71,7 @@ def _table(keys: np.ndarray, counts: np.ndarray, vocab_size: int) -> dict:
 class KneserNeyLM:
     """Interpolated Kneser-Ney n-gram model over token ids 0 .. V-1 (e.g. characters).
 
-    ``fit(ids)`` counts one token stream; ``log_probs(ids)`` scores every token of another stream (or of
+    ``fit(ids)`` counts one token stream (``truncated(k)`` then gives its order-k model); ``log_probs(ids)`` scores every token of another stream (or of
     each row of a 2-D array, rows independent) given the up to n - 1 tokens before it in the same stream
     or row; ``next_probs(history)`` is the whole next-token distribution.
 
@@ -100,6 +100,16 @@ class KneserNeyLM:
         self.continuations = [_table(*np.unique(np.unique(_gram_keys(ids, k + 1, V)) % V ** k,
                                                 return_counts=True), V) for k in range(1, self.order)]
         return self
+
+    def truncated(self, order: int) -> "KneserNeyLM":
+        """The order-``order`` model of the same stream without counting it again (order <= n): fitting that
+        order builds exactly the first ``order`` occurrence and ``order - 1`` continuation tables of this one."""
+        self._fitted()
+        if isinstance(order, bool) or not isinstance(order, Integral) or not 1 <= order <= self.order:
+            raise ValueError(f"order must be an integer in [1, {self.order}], got {order!r}")
+        lower = KneserNeyLM(self.vocab_size, int(order))
+        lower.occurrences, lower.continuations = self.occurrences[:order], self.continuations[:order - 1]
+        return lower
 
     @property
     def discounts(self) -> list[float]:
