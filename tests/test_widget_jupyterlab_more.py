@@ -1,5 +1,5 @@
-"""The kernel-regression, RoPE, online-softmax, tile-map, head-browser, cross-attention and sampling widgets
-in a real JupyterLab: Playwright moves each widget's own controls, the kernel's traits and Python numbers
+"""The kernel-regression, RoPE, online-softmax, tile-map, head-browser, cross-attention, sampling and RoPE-scaling
+widgets in a real JupyterLab: Playwright moves each widget's own controls, the kernel's traits and Python numbers
 follow (against the numbers the page drew), and a trait set in a cell moves the page. Server and helpers:
 test_widget_jupyterlab."""
 
@@ -250,5 +250,32 @@ def test_sampling(browser, jupyterlab):  # noqa: F811
         got = nb.python()                                   # top-2 of [0, 0, 1, 1, -3, 2]: the tied 1s both stay
         bars = widget.locator("rect.bar").evaluate_all("rs => rs.map(r => +r.dataset.p)")
         assert got["probs"] == pytest.approx(bars, abs=1e-9) and sum(v > 0 for v in bars) == 3
+    finally:
+        nb.close()
+
+
+def test_rope_scaling(browser, jupyterlab):  # noqa: F811
+    nb = Notebook(browser, jupyterlab, "rope_scaling", [
+        "import json, attnbook\nw = attnbook.RopeScalingWidget(8, 10000.0, 16, method='yarn', factor=4.0)\ndisplay(w)",
+        "f, a = w.frequencies()\n"
+        "print(json.dumps({'method': w.method, 'factor': w.factor, 'freq': f.tolist(), 'a': a,\n"
+        "                  'scores': w.scores().tolist()}))",
+        "w.set_controls('linear', 2.0)",
+    ])
+    try:
+        widget = nb.widget()
+        info = widget.locator(".attnbook-readout.info")
+        widget.locator("label.method-dynamic_ntk").click()
+        drag(nb.page, widget.locator("input.factor"), 0.7)
+        got = nb.python()
+        assert got["method"] == info.get_attribute("data-method") == "dynamic_ntk"
+        assert got["factor"] == data(info, "factor") > 4.0
+        assert got["freq"] == pytest.approx(json.loads(info.get_attribute("data-inv-freq")), rel=1e-9)  # Python = JS
+        assert got["a"] == data(info, "attention-factor") == 1.0
+        assert got["scores"] == pytest.approx(json.loads(info.get_attribute("data-scores")), abs=1e-9)
+        _run_cell(nb.page, 2)                                   # Python moves both controls
+        nb.page.wait_for_function("e => e.dataset.method === 'linear' && +e.dataset.factor === 2",
+                                  arg=info.element_handle(), timeout=10_000)
+        assert widget.locator("label.method-linear input").is_checked()
     finally:
         nb.close()
