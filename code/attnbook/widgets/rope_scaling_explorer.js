@@ -35,7 +35,7 @@ function scoreCurve(w, a, distances) {            // 2 a^2 sum_i cos(d w_i)
 
 const SUP = "⁰¹²³⁴⁵⁶⁷⁸⁹";
 const power10 = (k) => (k === 0 ? "1" : `10${String(k).replace(/./g, (c) => (c === "-" ? "⁻" : SUP[c]))}`);
-const short = (v) => (Math.abs(v) >= 100 ? v.toFixed(0) : v.toPrecision(3));
+const short = (v) => (v === 0 ? "0" : Math.abs(v) >= 100 ? v.toFixed(0) : v.toPrecision(3));
 
 function text(parent, x, y, content, anchor = "middle", colour = "currentColor") {
   const node = svgEl("text", { x, y, style: `text-anchor: ${anchor}; fill: ${colour}` });  // CSS beats attributes
