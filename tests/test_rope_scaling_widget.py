@@ -136,6 +136,11 @@ def test_bad_controls_leave_the_widget_as_it_was():
         with pytest.raises(ValueError):
             w.set_controls(method, s)
     assert (w.method, w.factor) == ("linear", 2.0)
+    with pytest.raises(ValueError, match=r"factor must be a number in \[1, 16.0\], got 20.0"):
+        w.factor = 20.0                                         # set directly, as a cell might
+    with pytest.raises(ValueError, match="method must be one of"):
+        w.method = "ntk"
+    assert (w.method, w.factor) == ("linear", 2.0)
 
 
 def static_state(page_html: str) -> dict:

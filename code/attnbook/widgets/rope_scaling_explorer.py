@@ -65,6 +65,18 @@ class RopeScalingWidget(StaticFallbackWidget):
         with self.hold_sync():                           # one update message to the page, not two
             self.method, self.factor = method, float(factor)
 
+    @t.validate("method")
+    def _valid_method(self, proposal):                 # also when set directly (w.method = ...)
+        if proposal["value"] not in SCALINGS:
+            raise ValueError(f"method must be one of {SCALINGS}, got {proposal['value']!r}")
+        return proposal["value"]
+
+    @t.validate("factor")
+    def _valid_factor(self, proposal):
+        if not 1 <= proposal["value"] <= self.factor_max:
+            raise ValueError(f"factor must be a number in [1, {self.factor_max}], got {proposal['value']!r}")
+        return proposal["value"]
+
     def length(self) -> int:
         """T = ceil(s L), the length the scaling is for (the curve's last distance)."""
         return math.ceil(self.factor * self.train_len)
