@@ -57,7 +57,7 @@ class RopeScalingWidget(StaticFallbackWidget):
         self.set_controls(method, factor)
 
     def set_controls(self, method: str, factor: float) -> None:
-        """Pick the method (one of :data:`attnbook.rope_scaling.SCALINGS`) and the scale factor s in [1, factor_max]."""
+        """Pick the method (one of ``rope_scaling.SCALINGS``) and s in [1, factor_max]; both are checked first."""
         if method not in SCALINGS:
             raise ValueError(f"method must be one of {SCALINGS}, got {method!r}")
         if not (is_number(factor) and 1 <= factor <= self.factor_max):
@@ -97,10 +97,8 @@ class RopeScalingWidget(StaticFallbackWidget):
         return score_vs_distance(inv_freq, self.distances(), a)
 
     def unseen_pairs(self) -> list[int]:
-        """Pairs whose angle at distance s L, s L w'_i, exceeds every angle training showed, L w_i < 2 pi.
-
-        A pair that turned a full circle within L (L w_i >= 2 pi) has seen every angle.
-        """
+        """Pairs (from 0) that meet angles training never showed: at distance s L the angle s L w'_i exceeds
+        L w_i, the largest angle within L, and the pair did not turn a full circle within L (L w_i < 2 pi)."""
         w, (scaled, _) = rope_frequencies(self.dim, self.base), self.frequencies()
         beyond = (self.factor * scaled > w * (1 + 1e-9)) & (self.train_len * w < 2 * math.pi)
         return [int(i) for i in torch.nonzero(beyond).flatten()]
