@@ -1,5 +1,5 @@
 // RoPE scaling, computed here as attnbook.rope_scaling computes it, for a sequence of length T = ceil(s L):
-// each pair's frequency under position interpolation, NTK or YaRN (top, log scale) and the score
+// each pair's frequency under position interpolation, dynamic NTK or YaRN (top, log scale) and the score
 // 2 a^2 sum_i cos(d w_i) of two all-ones vectors at distance d = 0 .. T (bottom). The page numbers the pairs
 // 1 .. D/2 as the chapter's formulas do (theta_1 = 1 is the fastest); arrays and data-* attributes start at 0.
 const GREY = "#999", BLUE = "#3b6ea5", ORANGE = "#d08c2c";
@@ -17,9 +17,10 @@ function scaledFrequencies(method, dim, base, s, L, T) {   // [inv_freq, attenti
   const w = ropeFrequencies(dim, base);
   if (method === "linear") return [w.map((v) => v / s), 1];
   if (method === "dynamic_ntk") return [ropeFrequencies(dim, ntkBase(dim, base, s, L, T)), 1];
-  if (method === "yarn") {
+  if (method === "yarn") {                       // beta_fast 32, beta_slow 1, truncated (yarn_scaling's defaults)
     const turning = (r) => (dim * Math.log(L / (r * 2 * Math.PI))) / (2 * Math.log(base));  // pair turning r times
-    let low = Math.max(Math.floor(turning(32)), 0), high = Math.min(Math.ceil(turning(1)), dim - 1);
+    const low = Math.max(Math.floor(turning(32)), 0);
+    let high = Math.min(Math.ceil(turning(1)), dim - 1);
     if (low === high) high += 0.001;
     return [w.map((v, i) => {
       const r = Math.min(Math.max((i - low) / (high - low), 0), 1);   // 0: keep w_i, 1: w_i / s
