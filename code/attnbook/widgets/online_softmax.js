@@ -56,7 +56,7 @@ function render({ model, el }) {
   scoresSvg.append(mLine, separators);
 
   const H2 = 110, t2 = 20, b2 = 14, pMax = Math.max(...full), yP = (p) => H2 - b2 - (p / pMax) * (H2 - t2 - b2) * 0.9;
-  const weightsSvg = panel(H2, "weights", "目前的权重 exp(sⱼ − m) / l；空心框：整行 softmax");
+  const weightsSvg = panel(H2, "weights", "目前的权重 exp(sⱼ − m) / ℓ；虚线框：整行 Softmax");
   weightsSvg.append(svgEl("line", { x1: L, x2: W - R, y1: H2 - b2, y2: H2 - b2, class: "axis" }));
   const pBars = s.map((_, j) => {
     const x = xOf(j) + bw * 0.15, w = bw * 0.7;
@@ -70,8 +70,8 @@ function render({ model, el }) {
   table.className = "steps";
   table.style.fontSize = "0.8em";
   table.innerHTML = "<thead><tr><th>t</th><th>键</th><th>m<sub>t</sub></th>" +
-    "<th>e<sup>m<sub>t−1</sub> − m<sub>t</sub></sup></th><th>l<sub>t</sub></th>" +
-    "<th>õ<sub>t</sub></th><th>o<sub>t</sub> = õ<sub>t</sub> / l<sub>t</sub></th></tr></thead><tbody></tbody>";
+    "<th>e<sup>m<sub>t−1</sub> − m<sub>t</sub></sup></th><th>ℓ<sub>t</sub></th>" +
+    "<th>õ<sub>t</sub></th><th>o<sub>t</sub> = õ<sub>t</sub> / ℓ<sub>t</sub></th></tr></thead><tbody></tbody>";
   el.append(bRow.row, tRow.row, info, scoresSvg, weightsSvg, table);
 
   function draw() {
@@ -104,9 +104,9 @@ function render({ model, el }) {
     }));
     const state = now || { m: -Infinity, l: 0, ot: 0, o: NaN };
     Object.assign(info.dataset, { step: t, block: b, m: state.m, l: state.l, ot: state.ot, o: state.o, full: oFull });
-    info.textContent = t === 0 ? `还没读任何键：m = −∞，l = 0，õ = 0。整行 softmax 的输出是 ${oFull.toFixed(6)}。`
-      : `读了 ${seen} / ${n} 个键：m = ${now.m.toFixed(4)}，l = ${now.l.toFixed(4)}，o = õ / l = ${now.o.toFixed(6)}` +
-        (t === nb ? `；整行 softmax 的输出 ${oFull.toFixed(6)}，相差 ${Math.abs(now.o - oFull).toExponential(1)}` : "");
+    info.textContent = t === 0 ? `还没读任何键：m = −∞，ℓ = 0，õ = 0。整行 Softmax 的输出是 ${oFull.toFixed(6)}。`
+      : `读了 ${seen} / ${n} 个键：m = ${now.m.toFixed(4)}，ℓ = ${now.l.toFixed(4)}，o = õ / ℓ = ${now.o.toFixed(6)}` +
+        (t === nb ? `；整行 Softmax 的输出 ${oFull.toFixed(6)}，相差 ${Math.abs(now.o - oFull).toExponential(1)}` : "");
   }
 
   bRow.input.addEventListener("input", () => {
