@@ -97,8 +97,9 @@ class KneserNeyLM:
         V = self.vocab_size
         self.occurrences = [_table(*np.unique(_gram_keys(ids, k, V), return_counts=True), V)
                             for k in range(1, self.order + 1)]
-        self.continuations = [_table(*np.unique(np.unique(_gram_keys(ids, k + 1, V)) % V ** k,
-                                                return_counts=True), V) for k in range(1, self.order)]
+        # distinct left neighbours of each k-gram: the distinct (k+1)-grams (already counted) minus their first token
+        self.continuations = [_table(*np.unique(self.occurrences[k]["keys"] % V ** k, return_counts=True), V)
+                              for k in range(1, self.order)]
         return self
 
     def truncated(self, order: int) -> "KneserNeyLM":
