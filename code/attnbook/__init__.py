@@ -83,12 +83,14 @@ from .rope_scaling import (
     apply_rotary_frequencies,
     dynamic_ntk_scaling,
     linear_scaling,
+    SCALINGS,
     rope_frequencies,
+    scaled_frequencies,
     score_vs_distance,
     yarn_mscale,
     yarn_scaling,
 )
-from .sliding_window import RollingKVCache, band_mask, band_mask_at
+from .sliding_window import RollingKVCache, band_mask, band_mask_at, rolling_lm_forward
 from .gradient_paths import graph_depth, jacobian_norms
 from .recurrent import Bidirectional, GRUCell, LSTMCell, Recurrent, RNNCell, gru_step, lstm_step, rnn_step
 from .scoring import (
@@ -116,7 +118,13 @@ from .positional import (
     sinusoidal_shift_matrix,
 )
 from .pretrained import load_minilm
-from .positional_experiment import PositionTaskModel, previous_token_batch, train_position_model
+from .positional_experiment import (
+    PositionTaskModel,
+    fit_position_model,
+    position_accuracy,
+    previous_token_batch,
+    train_position_model,
+)
 from .relative_position import (
     ShawRelativeKeys,
     T5RelativeBias,
@@ -203,7 +211,7 @@ __all__ = [
     "train_logistic_regression",
     "LearnedPositionalEmbedding", "SinusoidalPositionalEncoding", "apply_rotary", "sinusoidal_encoding",
     "sinusoidal_encoding_at", "sinusoidal_encoding_loop", "sinusoidal_frequencies", "sinusoidal_shift_matrix",
-    "PositionTaskModel", "previous_token_batch", "train_position_model",
+    "PositionTaskModel", "previous_token_batch", "train_position_model", "fit_position_model", "position_accuracy",
     "ShawRelativeKeys", "T5RelativeBias", "alibi_bias", "alibi_slopes", "attention_with_bias",
     "clipped_relative_index", "relative_positions", "shaw_scores", "t5_relative_position_bucket",
     "transformer_xl_score_terms", "SinusoidalExplorerWidget", "RotaryWidget",
@@ -231,6 +239,6 @@ __all__ = [
     "mla_attention", "mla_decode_flops", "split_kv_up", "attention_flops", "elu_feature_map",
     "linear_attention_chunked", "linear_attention_noncausal", "linear_attention_quadratic",
     "linear_attention_recurrent", "apply_rotary_frequencies", "dynamic_ntk_scaling", "linear_scaling",
-    "rope_frequencies", "score_vs_distance", "yarn_mscale", "yarn_scaling", "RopeScalingWidget", "RollingKVCache",
+    "rope_frequencies", "scaled_frequencies", "SCALINGS", "rolling_lm_forward", "score_vs_distance", "yarn_mscale", "yarn_scaling", "RopeScalingWidget", "RollingKVCache",
     "band_mask", "band_mask_at",
 ]
