@@ -52,7 +52,7 @@ def teacher_forcing_loss(model: nn.Module, src: Tensor, tgt: Tensor, smoothing: 
     """Teacher forcing: the decoder reads the true target shifted right, all positions in one call.
 
     ``tgt`` = <bos> y_1 ... y_n <eos> <pad>...; input tgt[:, :-1] and labels tgt[:, 1:], so position t
-    reads y_<=t and is scored on y_{t+1}. Works for any model(src, tgt_in) -> logits.
+    (from 1) reads <bos> y_1 ... y_{t-1} and is scored on y_t. Works for any model(src, tgt_in) -> logits.
 
     Shape:
         src: (B, S); tgt: (B, T + 1) -> scalar mean over non-pad labels.
