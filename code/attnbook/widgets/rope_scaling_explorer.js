@@ -99,6 +99,7 @@ function render({ model, el }) {
   }
   const dots = w0.map((_, i) => {
     const dot = svgEl("circle", { cx: xPair(i), r: 3.5, class: "dot" });
+    dot.append(svgEl("title", {}));                            // the numbers, on hover
     freq.append(dot);
     return dot;
   });
@@ -131,6 +132,8 @@ function render({ model, el }) {
     dots.forEach((dot, i) => {
       dot.setAttribute("cy", yFreq(w[i]));
       dot.setAttribute("fill", unseen.includes(i) ? ORANGE : BLUE);
+      dot.firstChild.textContent = `θ_${i + 1}：${w0[i].toPrecision(3)} → ${w[i].toPrecision(3)}；` +
+        `训练长度内转 ${((L * w0[i]) / (2 * Math.PI)).toPrecision(3)} 圈，距离 s·L 处转 ${((s * L * w[i]) / (2 * Math.PI)).toPrecision(3)} 圈`;
     });
 
     const n = Math.min(T, MAX_POINTS) + 1, distances = Array.from({ length: n }, (_, j) => (j * T) / (n - 1));
