@@ -1,7 +1,8 @@
 // RoPE scaling, computed here as attnbook.rope_scaling computes it, for a sequence of length T = ceil(s L):
 // each pair's frequency under position interpolation, dynamic NTK or YaRN (top, log scale) and the score
 // 2 a^2 sum_i cos(d w_i) of two all-ones vectors at distance d = 0 .. T (bottom). The page numbers the pairs
-// 1 .. D/2 as the chapter's formulas do (theta_1 = 1 is the fastest); arrays and data-* attributes start at 0.
+// r = 1 .. D/2 as the chapter's formulas do (theta_1 = 1 is the fastest; i is a position there); arrays and
+// data-* attributes start at 0.
 const GREY = "#999", BLUE = "#3b6ea5", ORANGE = "#d08c2c";
 const METHOD_NAMES = { none: "不缩放", linear: "位置插值", dynamic_ntk: "动态 NTK", yarn: "YaRN" };
 const MAX_POINTS = 512;
@@ -79,7 +80,7 @@ function render({ model, el }) {
   const yFreq = (v) => top1 + ((kHi - Math.log10(v)) / (kHi - kLo)) * (H1 - top1 - bottom1);
   const freq = svgEl("svg", { viewBox: `0 0 ${W} ${H1}`, width: "100%", role: "img", class: "frequencies" });
   freq.setAttribute("aria-label", "各分量对的旋转频率");
-  text(freq, left, 12, "每个分量对的旋转频率 θ_i（对数刻度）", "start");
+  text(freq, left, 12, "每个分量对的旋转频率 θ_r（对数刻度）", "start");
   text(freq, left, 25, "○ 不缩放  ● 当前方法（橙：转角超出训练所见）", "start", GREY);
   const every = Math.ceil((kHi - kLo) / 6);                     // at most 7 decade labels
   for (let k = kLo; k <= kHi; k++) {
@@ -89,7 +90,7 @@ function render({ model, el }) {
   freq.append(svgEl("line", { x1: left, x2: W - right, y1: yFreq(turn), y2: yFreq(turn), class: "ref" }));
   text(freq, W - right, yFreq(turn) - 3, "训练长度内恰转一圈：θ = 2π/L", "end", GREY);
   for (const i of pairs <= 16 ? [...Array(pairs).keys()] : [0, pairs - 1]) text(freq, xPair(i), H1 - 14, String(i + 1));
-  text(freq, (left + W) / 2, H1 - 2, "分量对 i");
+  text(freq, (left + W) / 2, H1 - 2, "分量对 r");
   const rawLine = svgEl("polyline", { class: "curve raw", "stroke-dasharray": "3 2",
     points: w0.map((v, i) => `${xPair(i)},${yFreq(v)}`).join(" ") });
   const scaledLine = svgEl("polyline", { class: "curve scaled" });
@@ -108,7 +109,7 @@ function render({ model, el }) {
   const H2 = 200, top2 = 36, bottom2 = 30;
   const curves = svgEl("svg", { viewBox: `0 0 ${W} ${H2}`, width: "100%", role: "img", class: "scores" });
   curves.setAttribute("aria-label", "分数随距离的变化");
-  text(curves, left, 12, "两个全 1 向量相距 d 时的分数 2a²Σcos(dθ_i)", "start");
+  text(curves, left, 12, "两个全 1 向量相距 d 时的分数 2a²Σcos(dθ_r)", "start");
   text(curves, left, 25, "灰线：不缩放  蓝线：当前方法  灰底：训练中没见过的距离", "start", GREY);
   const beyond = svgEl("rect", { y: top2, height: H2 - top2 - bottom2, class: "beyond", fill: "#eee" });
   const zero = svgEl("line", { x1: left, x2: W - right, class: "axis" });
