@@ -121,6 +121,8 @@ def test_bad_input_raises():
         rs.yarn_scaling(8, 10000.0, 0.5, 1024)
     with pytest.raises(ValueError, match=r"\(4,\)"):
         rs.apply_rotary_frequencies(torch.randn(3, 8), torch.ones(3))
+    with pytest.raises(ValueError, match="dim >= 4"):          # not ZeroDivisionError from dim / (dim - 2)
+        rs.dynamic_ntk_scaling(2, 10000.0, 2.0, 16, seq_len=32)
 
 
 @pytest.mark.parametrize("method,rope", [("linear", dict(rope_type="linear", factor=4.0)),

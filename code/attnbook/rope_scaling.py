@@ -85,6 +85,8 @@ def dynamic_ntk_scaling(dim: int, base: float, factor: float, max_position: int,
         -> inv_freq (dim / 2,) float64, attention_factor 1.0
     """
     dim, factor = _check_dim(dim), _check_factor(factor)
+    if dim < 4:  # the exponent dim / (dim - 2): one pair has only w_0 = 1, which no base changes
+        raise ValueError(f"dynamic NTK scaling needs dim >= 4 (dim / (dim - 2) is undefined at 2), got {dim}")
     L = _check_length(max_position, "max_position")
     T = L if seq_len is None else max(_check_length(seq_len, "seq_len"), L)
     new_base = base * ((factor * T / L) - (factor - 1)) ** (dim / (dim - 2))
