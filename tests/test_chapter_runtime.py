@@ -116,6 +116,9 @@ shell = InteractiveShell.instance()
 shell.display_pub = Capture()
 attnbook.glue("acc", 0.25)
 attnbook.glue("acc_shown", 0.5, display=True)
+import numpy, torch
+attnbook.glue("np_scalar", numpy.float64(0.75))
+attnbook.glue("tensor_scalar", torch.tensor(3))
 print(json.dumps(shown))
 """
 
@@ -135,5 +138,8 @@ def test_glue_emits_myst_nb_bundle_in_the_build_and_nothing_for_a_reader(monkeyp
     assert built[0]["data"] == {GLUE_PREFIX + "text/plain": "0.25"}
     assert built[0]["metadata"]["scrapbook"] == {"name": "acc", "mime_prefix": GLUE_PREFIX}
     assert built[1]["data"] == {"text/plain": "0.5"} and built[1]["metadata"]["scrapbook"]["mime_prefix"] == ""
+    # numpy and 0-d tensor scalars are glued as plain numbers ({glue:text}`x:.2f` parses the text/plain)
+    assert built[2]["data"] == {GLUE_PREFIX + "text/plain": "0.75"}
+    assert built[3]["data"] == {GLUE_PREFIX + "text/plain": "3"}
     reader = _glue_outputs(base)
     assert reader == [{"data": {"text/plain": "0.5"}, "metadata": {}}]   # display=False shows nothing

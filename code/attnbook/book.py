@@ -95,6 +95,8 @@ def glue(name: str, value, display: bool = False) -> None:
         if display and get_ipython() is not None:
             ipy_display(value)
         return
+    if isinstance(value, np.generic) or (isinstance(value, torch.Tensor) and value.numel() == 1):
+        value = value.item()  # repr 'np.float64(0.75)' would not parse as a number in the {glue:text} format spec
     bundle, metadata = format_display_data(value)
     prefix = "" if display else _GLUE_PREFIX
     metadata["scrapbook"] = {"name": name, "mime_prefix": prefix}
