@@ -91,13 +91,17 @@ class DecoderOnlyLM(nn.Module):
         """An empty cache: one KVCache of (B, Hkv, T, Dh) keys and values per layer."""
         return DecoderCache([LayerCache() for _ in self.layers])
 
-    def forward(self, ids: Tensor, cache: DecoderCache | None = None, *, last_only: bool = False,
-                attn_mask: Tensor | None = None) -> Tensor:
+    def check_ids(self, ids: Tensor) -> None:
+        """ValueError unless ids is a (B, T) int64 tensor, T >= 1, of token ids in [0, vocab_size)."""
         if not isinstance(ids, Tensor) or ids.dim() != 2 or ids.dtype != torch.long or ids.size(1) == 0:
             got = f"{ids.dtype} {tuple(ids.shape)}" if isinstance(ids, Tensor) else type(ids).__name__
             raise ValueError(f"ids must be a (B, T) int64 tensor with T >= 1, got {got}")
         if int(ids.min()) < 0 or int(ids.max()) >= self.vocab_size:
             raise ValueError(f"ids must lie in [0, {self.vocab_size}), got min {int(ids.min())}, max {int(ids.max())}")
+
+    def forward(self, ids: Tensor, cache: DecoderCache | None = None, *, last_only: bool = False,
+                attn_mask: Tensor | None = None) -> Tensor:
+        self.check_ids(ids)
         if cache is not None and len(cache.layers) != len(self.layers):
             raise ValueError(f"cache has {len(cache.layers)} layers, the model {len(self.layers)}")
         T = ids.size(1)
@@ -107,8 +111,10 @@ class DecoderOnlyLM(nn.Module):
             raise ValueError(f"attn_mask must be a ({T}, {T}) torch.bool tensor, used without a cache; got {got}"
                              + (" with a cache" if cache is not None else ""))
         x = self.dropout(self.embed(ids))                                 # (B, T, D)
-        mask = causal_mask(ids.size(1), device=ids.device) if cache is None else None   # (T, T)
-        mask = mask if attn_mask is None else attn_mask.to(ids.device)
+        if attn_mask is not None:
+            mask = attn_mask.to(ids.device)                               # (T, T)
+        else:                                                             # a cache masks its own new rows
+            mask = causal_mask(T, device=ids.device) if cache is None else None
         for i, layer in enumerate(self.layers):
             x, _, _ = layer(x, None, mask, None, None if cache is None else cache.layers[i])
         if last_only:                                                     # generation needs the last row only

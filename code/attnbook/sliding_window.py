@@ -166,9 +166,7 @@ def rolling_lm_forward(model, ids: Tensor, window: int, sinks: int = 0,
     if layers is None or not all(getattr(la, "norm_first", False) and la.cross_attn is None
                                  and la.self_attn.rope_base is not None for la in layers):
         raise ValueError("model must be a pre-LN decoder-only LM with RoPE (attnbook.DecoderOnlyLM)")
-    if not isinstance(ids, Tensor) or ids.dim() != 2 or ids.dtype != torch.long or ids.size(1) == 0:
-        got = f"{ids.dtype} {tuple(ids.shape)}" if isinstance(ids, Tensor) else type(ids).__name__
-        raise ValueError(f"ids must be a (B, T) int64 tensor with T >= 1, got {got}")
+    model.check_ids(ids)
     T = ids.size(1)
     chunk = T if chunk is None else _check_int(chunk, "chunk", 1)
     caches = [RollingKVCache(window, sinks) for _ in layers]
