@@ -107,7 +107,7 @@ class GalleryPostTransform(SphinxPostTransform):
                 for w in widgets:
                     anchor, section = w["section"]
                     bullets += nodes.list_item("", nodes.paragraph(
-                        "", "", nodes.Text("控件 "), nodes.literal(text=w["name"]), nodes.Text("：见 "),
+                        "", "", nodes.Text("交互图 "), nodes.literal(text=w["name"]), nodes.Text("：见 "),
                         self.link(docname, anchor, nodes.Text("§ "), *_title_nodes(section))))
                 out.append(bullets)
             grid = nodes.container(classes=["attnbook-gallery-grid"])
