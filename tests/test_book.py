@@ -111,21 +111,22 @@ def test_gallery_lists_every_figure_and_widget_with_a_working_link(built_html):
     for chapter in executable_chapters():
         page = (built_html / f"{chapter}.html").read_text(encoding="utf-8")
         expected_images += re.findall(r'<img[^>]+src="[^"]*_images/([^"]+)"', page)
-        expected_widgets += re.findall(r'class="attnbook-static-widget" data-widget="([^"]+)"', page)
+        expected_widgets += re.findall(r'class="attnbook-static-widget" data-widget="([^"]+)" data-title="([^"]+)"', page)
     shown = re.findall(r'<img[^>]+src="[^"]*_images/([^"]+)"', gallery)
     assert sorted(shown) == sorted(expected_images) and len(shown) > 20
-    for name in set(expected_widgets):
-        assert f"<code class=\"docutils literal notranslate\"><span class=\"pre\">{name}</span></code>" in gallery, name
+    for name, title in set(expected_widgets):   # its Chinese title, then the class name a reader would call
+        assert f"交互图「{title}」（<code class=\"docutils literal notranslate\"><span class=\"pre\">{name}</span></code>）" \
+            in gallery, name
     assert len(set(expected_widgets)) >= 11                        # issue #19: nine or more; 11 with RopeScalingWidget
     for href in set(re.findall(r'<a class="reference internal" href="([^"]+)"', gallery)):
         path, _, anchor = href.partition("#")
-        target = (built_html / "chapters" / path).resolve()
+        target = (built_html / "chapters" / (path or "gallery.html")).resolve()   # "#…": a chapter's heading here
         assert target.exists(), href
         if anchor:
             assert f'id="{anchor}"' in target.read_text(encoding="utf-8"), href
 
 
-WIDGET_BLOCK = re.compile(r'<div id="attnbook-widget-\d+" class="attnbook-static-widget" data-widget="([^"]+)">'
+WIDGET_BLOCK = re.compile(r'<div id="attnbook-widget-\d+" class="attnbook-static-widget" data-widget="([^"]+)"[^>]*>'
                           r'</div>.*?</script>', re.S)
 
 

@@ -66,6 +66,19 @@ def test_static_fallback_requires_the_export_line():
         Broken().static_html()
 
 
+def test_every_widget_has_a_chinese_title_on_its_static_page():
+    classes = [getattr(attnbook.widgets, n) for n in attnbook.widgets.__all__]
+    widgets = [c for c in classes if isinstance(c, type) and issubclass(c, StaticFallbackWidget)
+               and c is not StaticFallbackWidget]
+    assert len(widgets) >= 11
+    for cls in widgets:
+        assert re.search(r"[\u4e00-\u9fff]", cls.title), cls.__name__      # the gallery page lists it by this name
+    page = attnbook.SoftmaxTemperatureWidget([1.0, 2.0]).static_html()
+    assert 'data-widget="SoftmaxTemperatureWidget" data-title="Softmax 的温度"' in page
+    with pytest.raises(TypeError, match="needs a Chinese title"):
+        type("Untitled", (StaticFallbackWidget,), {"_esm_file": "tile_map.js"})
+
+
 def test_no_widget_replaces_a_method_of_the_widget_machinery():
     """A method named like one of ipywidgets' own (set_state, get_state, send, open, …) replaces it, and the
     kernel then drops every update the page sends (the sampling widget's set_state once did, silently)."""

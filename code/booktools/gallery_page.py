@@ -16,7 +16,7 @@ from sphinx.util.docutils import SphinxDirective
 
 from generated_pages import mark_regenerated
 
-WIDGET = re.compile(r'class="attnbook-static-widget" data-widget="([^"]+)"')  # attnbook/widgets/static.py
+WIDGET = re.compile(r'class="attnbook-static-widget" data-widget="([^"]+)" data-title="([^"]*)"')  # widgets/static.py
 STYLE = """<style>
 .attnbook-gallery-grid { display: grid; grid-template-columns: repeat(auto-fill, minmax(180px, 1fr)); gap: 1rem; }
 .attnbook-gallery-grid p { margin: 0; font-size: 0.85em; }
@@ -58,8 +58,8 @@ def collect(app, doctree: nodes.document) -> None:
                 items.append(dict(kind="figure", uri=node["candidates"].get("*", node["uri"]),
                                   section=_section(node)))
             else:
-                items += [dict(kind="widget", name=name, section=_section(node))
-                          for name in WIDGET.findall(node.astext())]
+                items += [dict(kind="widget", name=name, title=title, section=_section(node))
+                          for name, title in WIDGET.findall(node.astext())]
     if not hasattr(env, "attnbook_gallery"):
         env.attnbook_gallery = {}
     env.attnbook_gallery[env.docname] = items
@@ -92,22 +92,30 @@ class GalleryPostTransform(SphinxPostTransform):
         out = [nodes.raw("", STYLE, format="html")]
         collected = getattr(self.env, "attnbook_gallery", {})
         order = self.env.toctree_includes.get(self.env.config.root_doc, [])
-        for docname in sorted(collected, key=lambda d: (order.index(d) if d in order else len(order), d)):
-            items = collected[docname]
-            if not items:
-                continue
+        chapters = [d for d in sorted(collected, key=lambda d: (order.index(d) if d in order else len(order), d))
+                    if collected[d]]
+        titles = {}
+        for docname in chapters:
             number = self.env.toc_secnumbers.get(docname, {}).get("")   # e.g. (3,) for chapter 3
-            title = (f"{'.'.join(map(str, number))}. " if number else "") + self.env.titles[docname].astext()
+            titles[docname] = (f"{'.'.join(map(str, number))}. " if number else "") + self.env.titles[docname].astext()
+        jump = nodes.paragraph("", "", nodes.Text("跳到："))      # the chapters are rubrics, not in the page's contents
+        for k, docname in enumerate(chapters):
+            jump += [nodes.Text("　") if k else nodes.Text(""),
+                     self.link(self.env.docname, self.anchor(docname), nodes.Text(titles[docname]))]
+        out.append(jump)
+        for docname in chapters:
+            items, title = collected[docname], titles[docname]
             figures = [i for i in items if i["kind"] == "figure"]
             widgets = [i for i in items if i["kind"] == "widget"]
-            out.append(nodes.rubric("", "", self.link(docname, "", nodes.Text(title))))
-            out.append(nodes.paragraph(text=f"{len(figures)} 幅图，{len(widgets)} 个交互图"))
+            out.append(nodes.rubric("", "", self.link(docname, "", nodes.Text(title)), ids=[self.anchor(docname)]))
+            counts = [f"{len(figures)} 幅图" if figures else "", f"{len(widgets)} 个交互图" if widgets else ""]
+            out.append(nodes.paragraph(text="，".join(c for c in counts if c)))
             if widgets:
                 bullets = nodes.bullet_list()
                 for w in widgets:
                     anchor, section = w["section"]
                     bullets += nodes.list_item("", nodes.paragraph(
-                        "", "", nodes.Text("交互图 "), nodes.literal(text=w["name"]), nodes.Text("：见 "),
+                        "", "", nodes.Text(f"交互图「{w['title']}」（"), nodes.literal(text=w["name"]), nodes.Text("）：见 "),
                         self.link(docname, anchor, nodes.Text("§ "), *_title_nodes(section))))
                 out.append(bullets)
             grid = nodes.container(classes=["attnbook-gallery-grid"])
@@ -121,6 +129,11 @@ class GalleryPostTransform(SphinxPostTransform):
                 out.append(grid)
         return out
 
+    @staticmethod
+    def anchor(docname: str) -> str:
+        """The id of a chapter's heading on this page."""
+        return "gallery-" + docname.replace("/", "-")
+
 
 def setup(app):
     app.add_node(GalleryNode)
@@ -130,4 +143,4 @@ def setup(app):
     app.connect("env-purge-doc", purge)
     app.connect("env-merge-info", merge)
     app.setup_extension("generated_pages")   # re-read this page on every build
-    return {"parallel_read_safe": True, "parallel_write_safe": True, "env_version": 2}
+    return {"parallel_read_safe": True, "parallel_write_safe": True, "env_version": 3}

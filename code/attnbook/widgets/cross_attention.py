@@ -76,6 +76,7 @@ class CrossAttentionWidget(StaticFallbackWidget):
     """
 
     _esm_file = "cross_attention.js"
+    title = "交叉注意力：逐层、逐头、逐个输出字符"
 
     source_tokens = t.List(t.List(t.Unicode())).tag(sync=True)
     target_tokens = t.List(t.List(t.Unicode())).tag(sync=True)

@@ -44,6 +44,7 @@ class DkScalingWidget(StaticFallbackWidget):
     """
 
     _esm_file = "dk_scaling.js"
+    title = "点积分数随 d_k 变宽与缩放"
 
     dks = t.List(t.Int()).tag(sync=True)
     scores = t.List(t.List(t.Float())).tag(sync=True)

@@ -87,6 +87,7 @@ class AttentionHeadBrowser(StaticFallbackWidget):
     """
 
     _esm_file = "head_browser.js"
+    title = "注意力头查看器"
 
     sentences = t.List(t.Unicode()).tag(sync=True)
     tokens = t.List(t.List(t.Unicode())).tag(sync=True)

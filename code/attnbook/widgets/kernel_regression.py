@@ -31,6 +31,7 @@ class KernelRegressionWidget(StaticFallbackWidget):
     """
 
     _esm_file = "kernel_regression.js"
+    title = "核回归：核宽与查询位置"
 
     positions = t.List(t.Float()).tag(sync=True)
     values = t.List(t.Float()).tag(sync=True)

@@ -24,6 +24,7 @@ class OnlineSoftmaxWidget(StaticFallbackWidget):
     """
 
     _esm_file = "online_softmax.js"
+    title = "在线 Softmax：逐块读分数"
 
     scores = t.List(t.Float()).tag(sync=True)
     values = t.List(t.Float()).tag(sync=True)

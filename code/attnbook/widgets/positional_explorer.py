@@ -23,6 +23,7 @@ class SinusoidalExplorerWidget(StaticFallbackWidget):
     """
 
     _esm_file = "positional_explorer.js"
+    title = "正弦位置编码"
 
     max_len = t.Int(64).tag(sync=True)
     d_model = t.Int(32).tag(sync=True)

@@ -35,6 +35,7 @@ class RopeScalingWidget(StaticFallbackWidget):
     """
 
     _esm_file = "rope_scaling_explorer.js"
+    title = "拉长 RoPE：频率与分数曲线"
 
     dim = t.Int(8).tag(sync=True)
     base = t.Float(10000.0).tag(sync=True)

@@ -32,6 +32,7 @@ class RotaryWidget(StaticFallbackWidget):
     """
 
     _esm_file = "rotary.js"
+    title = "旋转位置编码：一个查询与一个键"
 
     q = t.List(t.Float()).tag(sync=True)
     k = t.List(t.Float()).tag(sync=True)

@@ -20,6 +20,7 @@ class SoftmaxTemperatureWidget(StaticFallbackWidget):
     """
 
     _esm_file = "softmax_temperature.js"
+    title = "Softmax 的温度"
 
     logits = t.List(t.Float()).tag(sync=True)
     labels = t.List(t.Unicode()).tag(sync=True)

@@ -45,10 +45,15 @@ def index_in(name: str, value, n: int) -> int:
 
 class StaticFallbackWidget(anywidget.AnyWidget):
     """Base class: subclasses name their JS module in ``_esm_file`` (a file beside this one that ends
-    with ``export default { render };``); it runs after the shared helpers of ``common.js``."""
+    with ``export default { render };``); it runs after the shared helpers of ``common.js``; and give their
+    Chinese name in ``title`` (the page's ``data-title``, which the gallery page lists)."""
+
+    title = ""
 
     def __init_subclass__(cls, **kwargs):
         if "_esm_file" in cls.__dict__:
+            if not cls.__dict__.get("title"):
+                raise TypeError(f"{cls.__name__} needs a Chinese title (class attribute 'title')")
             cls._esm = (HERE / "common.js").read_text(encoding="utf-8") + "\n" + \
                 (HERE / cls._esm_file).read_text(encoding="utf-8")
             cls._css = (HERE / "widgets.css").read_text(encoding="utf-8")
@@ -73,7 +78,7 @@ class StaticFallbackWidget(anywidget.AnyWidget):
         shim = (HERE / "static_model.js").read_text(encoding="utf-8")
         body = source.replace(_EXPORT_LINE, "")
         return (f'<div id="{element_id}" class="attnbook-static-widget" '
-                f'data-widget="{html.escape(type(self).__name__)}"></div>\n'
+                f'data-widget="{html.escape(type(self).__name__)}" data-title="{html.escape(self.title)}"></div>\n'
                 f"<style>{css}</style>\n"
                 f'<script type="module">\n{shim}\n{body}\n'
                 f'render({{ model: staticModel({state}), el: document.getElementById("{element_id}") }});\n'

@@ -48,6 +48,7 @@ class TileMapWidget(StaticFallbackWidget):
     """
 
     _esm_file = "tile_map.js"
+    title = "分块注意力的块图"
 
     seq_len = t.Int(1024).tag(sync=True)
     block_size = t.Int(128).tag(sync=True)
