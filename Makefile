@@ -5,7 +5,7 @@
 #                   also copied into _build/html/ where the index page links it
 # make serve      — preview _build/html on http://127.0.0.1:8000
 # make bench      — attention benchmark (ours vs torch SDPA) -> chapters/data/bench-<cpu|cuda>.json
-# make robustness — every chapter under seed shifts 1-3, CPU kernels default/avx2/avx512, one untuned random
+# make robustness — every chapter under seed shifts 1-3, CPU kernels default/avx2/avx512 (those the CPU has), one untuned random
 #                   seed shift with portable kernels, and the same on a busy machine (a table)
 # make mutation   — mutmut over the core modules with their unit tests -> _build/mutation.md (slow; not in make test)
 

@@ -2,11 +2,11 @@
 
 A chapter's claims must be properties of its method, not of one run: each variant draws new random numbers
 (``ATTNBOOK_SEED_SHIFT``, read by ``attnbook.seed``) or computes other float bits (``ATEN_CPU_CAPABILITY``;
-``avx512`` falls back to the best path the CPU has), or runs while every core is kept busy (``busy``: a
-timing claim must still hold on a loaded machine). ``seed+random`` draws a shift no threshold was read from.
-Chapters run as the build runs them (the MyST source, from ``chapters/``), ``os.cpu_count()`` at a time, with
-timing claims strict (``ATTNBOOK_STRICT_TIMING``). Prints a chapter x variant table with seconds, writes it
-as Markdown, and exits 1 if any cell of the matrix failed.
+a path above the CPU's best is skipped and named: torch 2.13 takes it and stops on an illegal instruction), or
+runs while every core is kept busy (``busy``: a timing claim must still hold on a loaded machine).
+``seed+random`` draws a shift no threshold was read from. Chapters run as the build runs them (the MyST source,
+from ``chapters/``), ``os.cpu_count()`` at a time, with timing claims strict (``ATTNBOOK_STRICT_TIMING``).
+Prints a chapter x variant table with seconds, writes it as Markdown, and exits 1 if any cell of the matrix failed.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from run_notebooks import Run, execute_all
 
 STRICT_TIMING = "ATTNBOOK_STRICT_TIMING"  # read by attnbook.claims
 
-VARIANTS = ["seed+1", "seed+2", "seed+3", "cpu=default", "cpu=avx2", "cpu=avx512"]
+CAPABILITIES = ["default", "avx2", "avx512"]   # ATen's CPU kernel paths, lowest first
+VARIANTS = ["seed+1", "seed+2", "seed+3"] + [f"cpu={c}" for c in CAPABILITIES]
 BUSY_VARIANTS = ["busy/cpu=default/seed+1", "busy/cpu=default/seed+2", "busy/cpu=default/seed+3"]
 DEFAULT = VARIANTS + ["seed+random/cpu=default"] + BUSY_VARIANTS
 
@@ -42,7 +43,7 @@ def variant_env(variant: str, rng: random.Random) -> tuple[str, dict[str, str], 
     for part in variant.split("/"):
         if part == "busy":
             busy = True
-        elif part.startswith("cpu=") and part[4:] in ("default", "avx2", "avx512"):
+        elif part.startswith("cpu=") and part[4:] in CAPABILITIES:
             env["ATEN_CPU_CAPABILITY"] = part[4:]
         elif part == "seed+random":
             part = f"seed+{rng.randint(4, 99)}"
@@ -54,6 +55,23 @@ def variant_env(variant: str, rng: random.Random) -> tuple[str, dict[str, str], 
         parts.append(part)
     env[STRICT_TIMING] = "1"  # timing claims fail here, as in the book build
     return "/".join(parts), env, busy
+
+
+def best_capability() -> str:
+    """The best CPU kernel path this machine has, as torch reports it with ``ATEN_CPU_CAPABILITY`` unset."""
+    env = {k: v for k, v in os.environ.items() if k != "ATEN_CPU_CAPABILITY"}
+    probe = "import torch; print(torch.backends.cpu.get_cpu_capability())"
+    best = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    best = best.stdout.strip().lower()
+    return best if best in CAPABILITIES else "default"   # another architecture: only the portable path applies
+
+
+def split_runnable(parsed: list[tuple[str, dict, bool]], best: str) -> tuple[list, list[str]]:
+    """(the parsed variants this CPU can run, the names of those asking for a kernel path above ``best``)."""
+    def rank(env):
+        return CAPABILITIES.index(env.get("ATEN_CPU_CAPABILITY", "default"))
+    beyond = [name for name, env, _ in parsed if rank(env) > CAPABILITIES.index(best)]
+    return [p for p in parsed if p[0] not in beyond], beyond
 
 
 @contextlib.contextmanager
@@ -102,6 +120,11 @@ def main() -> int:
         parsed = [variant_env(v, rng) for v in requested]
     except ValueError as error:
         parser.error(str(error))
+    best = best_capability()
+    parsed, beyond = split_runnable(parsed, best)
+    if beyond:
+        print(f"skipped: {', '.join(beyond)} (this CPU's best kernel path is {best}; "
+              "torch would take a higher one and stop on an illegal instruction)", flush=True)
     variants = [name for name, _, _ in parsed]
     print(f"variants: {', '.join(variants)}", flush=True)
     sources = [p for p in chapter_sources() if not args.chapters or p.stem in args.chapters.split(",")]
