@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
@@ -33,14 +32,10 @@ pytestmark = pytest.mark.slow
 
 
 def _run_in(env_dir, kernel, runs):
-    old = os.environ.get("JUPYTER_PATH")
-    os.environ["JUPYTER_PATH"] = os.pathsep.join(filter(None, [reader_envs.jupyter_path(env_dir), old]))
-    try:
-        for run in runs:
-            run.kernel_name = kernel
+    for run in runs:
+        run.kernel_name = kernel
+    with reader_envs.kernels_of(env_dir):
         execute_all(runs)
-    finally:
-        os.environ.pop("JUPYTER_PATH") if old is None else os.environ.update(JUPYTER_PATH=old)
     return {run.name: run for run in runs}
 
 

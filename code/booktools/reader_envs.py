@@ -12,6 +12,7 @@ Each gets a Jupyter kernel spec named ``attnbook-<name>`` under ``<env>/share/ju
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -25,9 +26,6 @@ ROOT = Path(__file__).resolve().parents[2]
 # ipykernel 6.17); torch comes from constraints.txt (the project's CPU wheel; Colab has its own torch).
 COLAB_PACKAGES = ["torch", "numpy==2.0.2", "matplotlib==3.10.0", "ipywidgets==7.7.1", "ipykernel==6.17.1"]
 BINDER_KERNEL = ["ipykernel"]  # repo2docker's base environment runs the kernel
-# pip installs with --no-compile (byte-compiling all of torch was half of each env's build time); this compiles
-# only what a chapter's kernel imports, once.
-WARM_IMPORTS = "import attnbook, ipykernel.kernelapp, ipywidgets, matplotlib.pyplot, matplotlib_inline.backend_inline"
 
 
 def _quiet(cmd: list[str], **kwargs) -> None:
@@ -39,12 +37,6 @@ def _quiet(cmd: list[str], **kwargs) -> None:
 
 def _pip(python: Path, *args: str) -> None:
     _quiet([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-compile", *args])
-
-
-def _compile_imports(python: Path) -> None:
-    """Write the bytecode of WARM_IMPORTS' modules (even where PYTHONDONTWRITEBYTECODE is set)."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    _quiet([str(python), "-c", WARM_IMPORTS], env=env)
 
 
 def _fresh_venv(path: Path, key: str) -> tuple[Path, bool]:
@@ -72,8 +64,22 @@ def _kernel(python: Path, name: str) -> str:
     return f"attnbook-{name}"
 
 
-def jupyter_path(env: Path) -> str:
-    return str(env / "share" / "jupyter")
+@contextlib.contextmanager
+def kernels_of(env: Path):
+    """``os.environ`` for starting the env's kernels: its kernel spec on JUPYTER_PATH, and bytecode written.
+
+    pip installs without byte-compiling (compiling all of torch was half of building each env); the first kernel
+    that imports a module writes its bytecode for the others, even where PYTHONDONTWRITEBYTECODE is set.
+    """
+    saved = dict(os.environ)
+    os.environ["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(env / "share" / "jupyter"),
+                                                               saved.get("JUPYTER_PATH")]))
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 def colab_env(path: Path, constraints: Path | None = ROOT / "constraints.txt") -> str:
@@ -96,7 +102,6 @@ def colab_env(path: Path, constraints: Path | None = ROOT / "constraints.txt") -
         wheel = [str(w) for w in wheels.glob("attnbook-*.whl")]
         _pip(python, *cons, "--force-reinstall", "--no-deps", *wheel)
         _pip(python, *cons, *wheel)  # its declared dependencies
-    _compile_imports(python)
     (path / ".key").write_text(key)
     return _kernel(python, "colab")
 
@@ -120,6 +125,5 @@ def binder_env(path: Path, constraints: Path | None = ROOT / "constraints.txt") 
         with tempfile.TemporaryDirectory() as home:  # postBuild writes JupyterLab settings under $HOME
             env = {**os.environ, "HOME": home, "PATH": f"{python.parent}{os.pathsep}{os.environ['PATH']}"}
             _quiet(["bash", str(binder / "postBuild")], cwd=ROOT, env=env)
-        _compile_imports(python)
         (path / ".key").write_text(key)
     return _kernel(python, "binder")
