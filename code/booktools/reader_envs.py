@@ -6,8 +6,8 @@
 - Binder-like: ``binder/requirements.txt`` and ``binder/postBuild``, as repo2docker runs them, plus the
   kernel that repo2docker's base environment brings.
 
-Each gets a Jupyter kernel spec named ``attnbook-<name>`` under ``<env>/share/jupyter``; put that folder on
-``JUPYTER_PATH`` to run notebooks in it.
+Each gets a Jupyter kernel spec named ``attnbook-<name>`` under ``<env>/share/jupyter``; start notebooks in it
+inside ``with kernels_of(env):``, which puts that folder on ``JUPYTER_PATH``.
 """
 
 from __future__ import annotations
