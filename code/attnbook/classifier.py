@@ -168,7 +168,7 @@ def train_classifier(model: nn.Module, train: tuple[Tensor, Tensor, Tensor], val
     out = sys.stdout if out is None else out
     device = next(model.parameters()).device
     gen = torch.Generator().manual_seed(seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, fused=True)  # one kernel for all
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, fused=True)  # one kernel per tensor
     steps = epochs * math.ceil(len(ids) / batch_size)
     warm = max(1, steps // 20)
     sched = torch.optim.lr_scheduler.LambdaLR(

@@ -140,7 +140,7 @@ def fit_position_model(model: nn.Module, max_len: int, vocab: int, steps: int, b
     """
     if not 2 <= min_len <= max_len or steps < 1:
         raise ValueError(f"need 2 <= min_len <= max_len and steps >= 1, got {min_len}, {max_len}, {steps}")
-    opt = torch.optim.Adam(model.parameters(), lr=lr, fused=True)  # one kernel for all parameters
+    opt = torch.optim.Adam(model.parameters(), lr=lr, fused=True)  # one kernel per tensor
     model.train()
     for _ in range(steps):
         length = int(torch.randint(min_len, max_len + 1, (1,), generator=generator))

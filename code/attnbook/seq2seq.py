@@ -137,7 +137,7 @@ def _train(model, task, steps, batch_size, lr, clip, seed, log_every, decay_lr) 
     device = next(model.parameters()).device
     g = torch.Generator().manual_seed(seed)
     lo, hi = task.train_lengths
-    opt = torch.optim.Adam(model.parameters(), lr=lr, fused=True)  # one kernel for all parameters
+    opt = torch.optim.Adam(model.parameters(), lr=lr, fused=True)  # one kernel per tensor
     # factor 1, (steps-1)/steps, ..., 1/steps on steps 0..steps-1
     schedule = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: 1 - i / steps) if decay_lr else None
     model.train()
