@@ -131,3 +131,27 @@ def test_main_text_length_leaves_out_collapsed_blocks_and_exercises():
     练习里的文字
     """)
     assert claims_audit.main_text_length(page) == len("正文五个字") + len("展开的框")
+
+
+def test_main_text_counts_collapsed_blocks_only_when_asked_and_never_solutions():
+    import main_text
+    page = textwrap.dedent("""
+    正文
+
+    :::{admonition} 旁注
+    :class: dropdown
+    折叠
+    :::
+
+    ::::{solution} ex
+    :class: dropdown
+    答案不算
+    ::::
+
+    ```{code-cell} ipython3
+    # 代码不算
+    ```
+    """)
+    count = lambda collapsed: len(main_text.CJK.findall(main_text.main_text(page, collapsed)))
+    assert count(False) == len("正文")
+    assert count(True) == len("正文") + len("折叠")

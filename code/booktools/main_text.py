@@ -3,7 +3,8 @@
 What a reader who never opens a dropdown reads: front matter, code cells, ``literalinclude`` and glossary
 blocks, every block with ``:class: dropdown`` (solutions, side notes) are left out; exercises count.
 ``python code/booktools/main_text.py`` prints a Markdown table; ``--rev REV`` adds the count at a git revision
-beside it; ``--max N`` exits 1 when a chapter exceeds N.
+beside it; ``--max N`` exits 1 when a chapter exceeds N. ``--collapsed`` counts the collapsed blocks too (everything
+but code, listings, glossary blocks and exercise solutions: the second edition's measure of a chapter's length).
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ SKIPPED = {"code-cell", "literalinclude", "glossary", "solution", "bibliography"
 EXEMPT = {"glossary", "errata", "bibliography", "provenance", "gallery", "index", "notation"}
 
 
-def main_text(source: str) -> str:
-    """The lines of a MyST chapter that a reader sees without opening anything."""
+def main_text(source: str, collapsed: bool = False) -> str:
+    """The lines of a MyST chapter that a reader sees without opening anything (``collapsed``: or by opening
+    a collapsed block other than a solution)."""
     lines = source.splitlines()
     if lines and lines[0] == "---":  # front matter
         end = lines.index("---", 1)
@@ -39,7 +41,8 @@ def main_text(source: str) -> str:
             while j < len(lines) and lines[j].startswith(":") and not lines[j].startswith(":::"):
                 options.append(lines[j])
                 j += 1
-            skipped = name in SKIPPED or any(o.startswith(":class:") and "dropdown" in o for o in options)
+            folded = any(o.startswith(":class:") and "dropdown" in o for o in options)
+            skipped = name in SKIPPED or (folded and not collapsed)
             stack.append((fence, skipped or any(s for _, s in stack)))
             i = j
             continue
@@ -51,27 +54,28 @@ def main_text(source: str) -> str:
     return "\n".join(kept)
 
 
-def count(path: Path) -> int:
-    return len(CJK.findall(main_text(path.read_text(encoding="utf-8"))))
+def count(path: Path, collapsed: bool = False) -> int:
+    return len(CJK.findall(main_text(path.read_text(encoding="utf-8"), collapsed)))
 
 
-def count_at(rev: str, path: Path) -> int | None:
+def count_at(rev: str, path: Path, collapsed: bool = False) -> int | None:
     shown = subprocess.run(["git", "show", f"{rev}:{path.relative_to(ROOT).as_posix()}"], cwd=ROOT,
                            capture_output=True, text=True)
-    return len(CJK.findall(main_text(shown.stdout))) if shown.returncode == 0 else None
+    return len(CJK.findall(main_text(shown.stdout, collapsed))) if shown.returncode == 0 else None
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max", type=int, default=None, help="fail when a chapter (appendices exempt) exceeds it")
     parser.add_argument("--rev", default=None, help="also count the chapters at this git revision (before)")
+    parser.add_argument("--collapsed", action="store_true", help="count collapsed blocks too (solutions excluded)")
     args = parser.parse_args()
     paths = sorted((ROOT / "chapters").glob("*.md"))
-    rows = [(p.stem, count(p)) for p in paths]
+    rows = [(p.stem, count(p, args.collapsed)) for p in paths]
     if args.rev:
         print(f"| chapter | at {args.rev} | now |\n| --- | ---: | ---: |")
         for p, (name, n) in zip(paths, rows):
-            before = count_at(args.rev, p)
+            before = count_at(args.rev, p, args.collapsed)
             print(f"| {name} | {'—' if before is None else f'{before:,}'} | {n:,} |")
     else:
         print("| chapter | CJK characters in the main text |\n| --- | ---: |")
