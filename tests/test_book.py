@@ -46,6 +46,41 @@ def test_chapter_was_executed_and_shows_provenance(built_html, chapter):
     assert "cell_output" in page  # outputs are on the page
 
 
+def test_landing_page_path_lists_every_numbered_chapter_with_this_builds_times(built_html):
+    """The learning-path table: one row per numbered chapter, in the table of contents' order, with reading
+    minutes from the chapter's main text and the seconds its provenance record says it ran."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "code" / "booktools"))
+    import learning_path
+
+    index = (ROOT / "chapters" / "index.md").read_text(encoding="utf-8")
+    assert f"每分钟 {learning_path.READING_RATE} 字" in index
+    page = (built_html / "chapters" / "index.html").read_text(encoding="utf-8")
+    table = page[page.index("attnbook-path-table"):]
+    table = table[:table.index("</table>")]
+    rows = re.findall(r"<tr[^>]*>(.*?)</tr>", table, re.S)[1:]
+    numbered = [f.split("/")[-1] for f in executable_chapters() if f != "chapters/errata"]
+    assert [re.search(r'href="([\w_]+)\.html', r).group(1) for r in rows] == numbered
+    for name, row in zip(numbered, rows):
+        cells = [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
+        source = (ROOT / "chapters" / f"{name}.md").read_text(encoding="utf-8")
+        chapter = (built_html / "chapters" / f"{name}.html").read_text(encoding="utf-8")
+        record = json.loads(html.unescape(re.search(r'class="attnbook-provenance" data-record="([^"]*)"', chapter).group(1)))
+        assert cells[3] == str(learning_path.reading_minutes(source)) and cells[4] == f"{record['seconds']:.0f}", (name, cells)
+
+
+def test_learning_path_rejects_a_malformed_line():
+    import sys
+
+    sys.path.insert(0, str(ROOT / "code" / "booktools"))
+    import learning_path
+
+    assert learning_path.parse(["gpt | transformer | 问题？"]) == [("gpt", ["transformer"], "问题？")]
+    with pytest.raises(ValueError, match="book-path"):
+        learning_path.parse(["gpt | 问题？"])
+
+
 def test_provenance_page_lists_every_chapter_with_its_time(built_html):
     page = (built_html / "chapters" / "provenance.html").read_text(encoding="utf-8")
     table = page[page.index("attnbook-provenance-table"):]
@@ -152,7 +187,7 @@ def test_errata_counts_shown_are_the_entries_and_boxes_of_the_built_book(built_h
                  for label in re.findall(r'id="(errata-[a-z_]+-[\w-]+)"', page.read_text(encoding="utf-8"))})
     assert entries > 20 and boxes > 20
     assert f"本附录共 {entries} 条，正文中共有 {boxes} 个勘误框" in errata
-    assert f"原始资料中的 {entries} 处错误" in (built_html / "chapters" / "index.html").read_text(encoding="utf-8")
+    assert f"原始资料中的 {entries} 处错误" in (built_html / "chapters" / "making.html").read_text(encoding="utf-8")
 
 
 def test_no_control_characters_in_chapter_sources():
