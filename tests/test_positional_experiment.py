@@ -115,3 +115,26 @@ def test_position_accuracy_and_fit():
     assert losses[0] == losses[1] and losses[0] > 0
     with pytest.raises(ValueError, match="min_len <= max_len"):
         fit_position_model(model, 2, 10, 5, 4, 1e-2, torch.Generator(), min_len=3)
+
+
+def test_position_attention_weights_alibi_without_content_is_the_bare_bias():
+    """With W_q = W_k = 0 the scores are the ALiBi bias alone: weights softmax_n(-s_h (m - n)) over n <= m,
+    written out here without the package; every scheme's weights are causal rows that sum to 1."""
+    import math
+
+    from attnbook.positional_experiment import position_attention_weights
+
+    torch.manual_seed(0)
+    model = PositionTaskModel("alibi", vocab=8, d_model=16, num_heads=4)
+    with torch.no_grad():
+        model.qkv.weight[:32] = 0                                     # W_q and W_k rows
+        model.qkv.bias[:32] = 0
+    w = position_attention_weights(model, 6, 8, 3, seed=1)           # (H, T, T)
+    for h, s in enumerate([1 / 4, 1 / 16, 1 / 64, 1 / 256]):
+        for m in range(6):
+            e = [math.exp(-s * (m - n)) for n in range(m + 1)]
+            assert w[h, m, : m + 1].tolist() == pytest.approx([v / sum(e) for v in e], abs=1e-6)
+    for scheme in SCHEMES:
+        w = position_attention_weights(PositionTaskModel(scheme, vocab=8, d_model=16, num_heads=4), 7, 8, 2, seed=2)
+        assert w.shape == (4, 7, 7) and float(w.triu(1).abs().max()) == 0
+        torch.testing.assert_close(w.sum(-1), torch.ones(4, 7))

@@ -122,6 +122,7 @@ from .positional_experiment import (
     PositionTaskModel,
     fit_position_model,
     position_accuracy,
+    position_attention_weights,
     previous_token_batch,
     train_position_model,
 )
@@ -212,6 +213,7 @@ __all__ = [
     "LearnedPositionalEmbedding", "SinusoidalPositionalEncoding", "apply_rotary", "sinusoidal_encoding",
     "sinusoidal_encoding_at", "sinusoidal_encoding_loop", "sinusoidal_frequencies", "sinusoidal_shift_matrix",
     "PositionTaskModel", "previous_token_batch", "train_position_model", "fit_position_model", "position_accuracy",
+    "position_attention_weights",
     "ShawRelativeKeys", "T5RelativeBias", "alibi_bias", "alibi_slopes", "attention_with_bias",
     "clipped_relative_index", "relative_positions", "shaw_scores", "t5_relative_position_bucket",
     "transformer_xl_score_terms", "SinusoidalExplorerWidget", "RotaryWidget",

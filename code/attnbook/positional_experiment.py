@@ -34,7 +34,8 @@ from .relative_position import T5RelativeBias, alibi_bias, attention_with_bias
 from .rope_scaling import apply_rotary_frequencies
 
 __all__ = ["SCHEMES", "previous_token_batch", "PositionTaskModel", "PositionRunResult",
-           "train_position_model", "fit_position_model", "position_accuracy"]
+           "train_position_model", "fit_position_model", "position_accuracy",
+           "position_attention_weights"]
 
 SCHEMES = ("none", "sinusoidal", "learned", "t5", "rope", "alibi")
 IGNORE = -100  # target of positions with no answer (F.cross_entropy's ignore_index)
@@ -87,6 +88,13 @@ class PositionTaskModel(nn.Module):
         self.rope_scaling: tuple[Tensor, float] | None = None
 
     def forward(self, tokens: Tensor) -> Tensor:
+        h, a, _ = self.attend(tokens)
+        B, T = tokens.shape
+        h = h + self.out(a.transpose(1, 2).reshape(B, T, -1))  # (B, H, T, Dh) -> (B, T, D)
+        return self.readout(self.norm(h))  # (B, T, vocab)
+
+    def attend(self, tokens: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """The layer's input h (B, T, D), the heads' outputs (B, H, T, Dh) and attention weights (B, H, T, T)."""
         B, T = tokens.shape
         h = self.embed(tokens)  # (B, T, D)
         if self.absolute is not None:
@@ -101,11 +109,22 @@ class PositionTaskModel(nn.Module):
             q, k = (apply_rotary_frequencies(t, inv_freq, attention_factor=factor) for t in (q, k))
         if self.scheme in ("t5", "alibi"):
             bias = self.t5(T, T) if self.t5 is not None else alibi_bias(self.num_heads, T, T, tokens.device)
-            a, _ = attention_with_bias(q, k, v, bias, mask)  # bias (H, T, T) broadcasts over B
+            a, w = attention_with_bias(q, k, v, bias, mask)  # bias (H, T, T) broadcasts over B
         else:
-            a, _ = scaled_dot_product_attention(q, k, v, mask)  # (B, H, T, Dh)
-        h = h + self.out(a.transpose(1, 2).reshape(B, T, -1))  # (B, H, T, Dh) -> (B, T, D)
-        return self.readout(self.norm(h))  # (B, T, vocab)
+            a, w = scaled_dot_product_attention(q, k, v, mask)  # (B, H, T, Dh)
+        return h, a, w
+
+
+def position_attention_weights(model: PositionTaskModel, length: int, vocab: int, n: int, seed: int,
+                      device=None) -> Tensor:
+    """Mean attention weights over n fresh sequences of ``length`` (generator seeded with ``seed``).
+
+    Shape:
+        -> (H, length, length): head, query position m, key position n
+    """
+    x, _ = previous_token_batch(n, length, vocab, torch.Generator().manual_seed(seed), device)
+    with torch.no_grad():
+        return model.attend(x)[2].mean(0)
 
 
 @dataclass(frozen=True)

@@ -48,15 +48,15 @@ function render({ model, el }) {
   });
 
   // Panel 2: feature j as a function of position (a wave of wavelength 2π / w_i).
-  const wave = panel("PE(t, j)：第 j 维随位置 t 的变化", W, H);
+  const wave = panel("PE(n, j)：第 j 维随位置 n 的变化", W, H);
   wave.classList.add("wave");
   wave.append(svgEl("line", { x1: pad, x2: W - pad, y1: mid, y2: mid, class: "axis" }));
   const waveLine = svgEl("polyline", { class: "curve" });
   const waveDot = svgEl("circle", { r: 4, class: "marker" });
   wave.append(waveLine, waveDot);
 
-  // Panel 3: PE(pos)·PE(t) for every t: the same shape wherever pos is, peaked at t = pos.
-  const dot = panel("PE(pos)·PE(t)：只取决于 t − pos", W, H);
+  // Panel 3: PE(pos)·PE(n) for every position n: the same shape wherever pos is, peaked at n = pos.
+  const dot = panel("PE(pos)·PE(n)：只取决于 n − pos", W, H);
   dot.classList.add("dot");
   dot.append(svgEl("line", { x1: pad, x2: W - pad, y1: mid, y2: mid, class: "axis" }));
   const dotLine = svgEl("polyline", { class: "curve" });

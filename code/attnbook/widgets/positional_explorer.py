@@ -1,5 +1,5 @@
 """The sinusoidal explorer: drag the position and the feature index, watch PE(pos), one feature's wave
-and the dot product PE(pos)·PE(t)."""
+and the dot product PE(pos)·PE(n)."""
 
 from __future__ import annotations
 
@@ -52,6 +52,6 @@ class SinusoidalExplorerWidget(StaticFallbackWidget):
         return self.table()[self.position]
 
     def dot_products(self) -> torch.Tensor:
-        """PE(position)·PE(t) for t = 0 .. max_len - 1, shape (max_len,)."""
+        """PE(position)·PE(n) for n = 0 .. max_len - 1, shape (max_len,)."""
         pe = self.table()
         return pe @ pe[self.position]
