@@ -177,3 +177,20 @@ def test_bad_input_raises_value_error():
                lambda q, k: dot_score(k, q))
     with pytest.raises(ValueError, match="mask must be a torch.bool tensor"):
         attend(torch.randn(1, 2, 3), torch.randn(1, 4, 3), torch.randn(1, 4, 2), mask=torch.ones(1, 2, 4))
+
+
+def test_multiplicative_key_term_is_the_gaussian_bayes_score():
+    # q = M k_c + σ ε: log p(j | q) = (qᵀ M k_j - ½ ‖M k_j‖²) / σ² + const, reached with W = M/σ², U = -MᵀM/(2σ²)
+    torch.manual_seed(0)
+    m, sigma = torch.randn(5, 3, dtype=F64), 0.3
+    q, k = torch.randn(2, 4, 5, dtype=F64), torch.randn(2, 6, 3, dtype=F64)
+    score = MultiplicativeScore(5, 3, key_term=True).double()
+    assert torch.equal(score.u, torch.zeros(3, 3, dtype=F64))       # starts as the plain bilinear score
+    torch.testing.assert_close(score(q, k), multiplicative_score(q, k, score.weight))
+    with torch.no_grad():
+        score.weight.copy_(m / sigma**2)
+        score.u.copy_(-m.T @ m / (2 * sigma**2))
+    mk = torch.einsum("ij,btj->bti", m, k)
+    bayes = (torch.einsum("bsi,bti->bst", q, mk) - 0.5 * (mk**2).sum(-1)[:, None, :]) / sigma**2
+    torch.testing.assert_close(score(q, k), bayes)
+    assert MultiplicativeScore(5, 3).u is None

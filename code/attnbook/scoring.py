@@ -130,17 +130,24 @@ class AdditiveScore(nn.Module):
 class MultiplicativeScore(nn.Module):
     """Learned bilinear score qᵀ W k (Luong "general"); W starts as N(0, 1/(Dq·Dk)^½) entries.
 
+    ``key_term=True`` adds a learned term that depends on the key only, kᵀ U k (U starts at 0),
+    the form of the key-length penalty in a Gaussian Bayes rule.
+
     Shape:
         q: (..., Tq, query_dim); k: (..., Tk, key_dim) -> (..., Tq, Tk).
     """
 
-    def __init__(self, query_dim: int, key_dim: int):
+    def __init__(self, query_dim: int, key_dim: int, key_term: bool = False):
         super().__init__()
         # std (Dq Dk)^(-1/4) keeps qᵀWk at unit variance for unit-variance q and k.
         self.weight = nn.Parameter(torch.randn(query_dim, key_dim) * (query_dim * key_dim) ** -0.25)
+        self.register_parameter("u", nn.Parameter(torch.zeros(key_dim, key_dim)) if key_term else None)
 
     def forward(self, q: Tensor, k: Tensor) -> Tensor:
-        return multiplicative_score(q, k, self.weight)
+        s = multiplicative_score(q, k, self.weight)
+        if self.u is not None:
+            s = s + ((k @ self.u) * k).sum(-1).unsqueeze(-2)  # kᵀUk, (..., 1, Tk): the same for every query
+        return s
 
 
 def attend(q: Tensor, k: Tensor, v: Tensor, score_fn: ScoreFn = scaled_dot_score,
