@@ -17,7 +17,6 @@ sys.path.insert(0, str(ROOT / "code" / "booktools"))
 import claims_audit  # noqa: E402
 
 NOTATION = ROOT / "chapters" / "notation.md"
-OPENING = "学完本章，你应当能够："
 
 
 def word_table() -> list[tuple[str, str]]:
@@ -81,12 +80,15 @@ def test_section_headings_use_one_name(chapter):
 
 
 @pytest.mark.parametrize("chapter", numbered_chapters())
-def test_chapter_opens_with_what_the_reader_will_learn_and_ends_with_a_summary(chapter):
+def test_chapter_opens_with_its_question_and_a_road_map_and_ends_with_a_summary(chapter):
+    """The map's rule: the first sentence after the title is the chapter's question, a road map follows before the
+    first section, and the 小结 comes last (only 练习 and 参考文献 after it)."""
     text = (claims_audit.CHAPTERS / f"{chapter}.md").read_text(encoding="utf-8")
-    first_section = text.index("\n## ")
-    opening = text.find(OPENING)
-    assert 0 < opening < first_section, f"{chapter}: '{OPENING}' must come before the first section"
-    assert re.match(r"\s*\n- ", text[opening + len(OPENING):]), f"{chapter}: a list must follow '{OPENING}'"
+    title = re.search(r"^# .*$", text, re.M)
+    opening = text[title.end():text.index("\n## ")]
+    first = next(line for line in opening.splitlines() if line.strip() and not line.startswith(("(", "%")))
+    assert "？" in first, f"{chapter}: the first line after the title must ask the chapter's question, got {first!r}"
+    assert re.search(r"^\s*(?:[-*]|\d+\.)\s|路线", opening, re.M), f"{chapter}: no road map (a list or 路线) before the first section"
     sections = re.findall(r"^## (.*)$", text, re.M)
     assert "小结" in sections, f"{chapter}: no '## 小结'"
     tail = sections[sections.index("小结") + 1:]
