@@ -1,8 +1,8 @@
 """Which position encoding lets a tiny attention model work on sequences longer than it was trained on?
 
 Task ("copy the previous token"): a sequence of random tokens x_0 .. x_{T-1}; at every position
-i >= 1 predict y_i = x_{i-1}. The answer depends on position only (which key is exactly one step
-back), never on the tokens' values, so a model without positions cannot solve it.
+m >= 1 predict y_m = x_{m-1}. The answer depends on position only (which key n is exactly one step
+back), never on the tokens' values, so a model without positions gets only the shortest prefixes right.
 
 The model is one layer of causal multi-head self-attention (with a residual connection), a
 LayerNorm and a linear read-out; the schemes differ only in how position enters:
@@ -12,7 +12,7 @@ LayerNorm and a linear read-out; the schemes differ only in how position enters:
     learned     learned absolute embeddings added (table of eval_len rows; rows >= train_len never trained)
     t5          learned bias per (head, distance bucket) added to the scores; causal buckets
     rope        rotary embedding of q and k
-    alibi       fixed linear penalty -s_h (i - j) added to the scores
+    alibi       fixed linear penalty -s_h (m - n) added to the scores
 
 A RoPE model's frequencies can be swapped after training (``model.rope_scaling``, attnbook.rope_scaling),
 then evaluated (:func:`position_accuracy`) or fine-tuned (:func:`fit_position_model`) at a longer length.

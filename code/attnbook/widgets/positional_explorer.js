@@ -30,14 +30,14 @@ function render({ model, el }) {
   const W = 440, H = 130, pad = 24, mid = H / 2 + 6, amp = (H - 2 * pad) / 2;
   el.classList.add("attnbook-widget");
   const pos = slider("位置 pos ", n - 1, "位置 pos");
-  const dim = slider("维度 j ", d - 1, "维度 j");
+  const dim = slider("分量 j ", d - 1, "分量 j");
   pos.out.classList.add("pos");
   dim.out.classList.add("dim");
   const info = document.createElement("div");
   info.className = "attnbook-readout info";
 
   // Panel 1: the vector PE(pos), one bar per feature (selected feature j highlighted).
-  const vec = panel("PE(pos)：每个维度一根柱（偶数维 sin，奇数维 cos）", W, H);
+  const vec = panel("PE(pos)：每个分量一根柱（j 为偶数是 sin，奇数是 cos）", W, H);
   vec.classList.add("vector");
   vec.append(svgEl("line", { x1: pad, x2: W - pad, y1: mid, y2: mid, class: "axis" }));
   const bw = (W - 2 * pad) / d;
@@ -48,7 +48,7 @@ function render({ model, el }) {
   });
 
   // Panel 2: feature j as a function of position (a wave of wavelength 2π / w_i).
-  const wave = panel("PE(n, j)：第 j 维随位置 n 的变化", W, H);
+  const wave = panel("PE(n, j)：第 j 个分量随位置 n 的变化", W, H);
   wave.classList.add("wave");
   wave.append(svgEl("line", { x1: pad, x2: W - pad, y1: mid, y2: mid, class: "axis" }));
   const waveLine = svgEl("polyline", { class: "curve" });
@@ -95,7 +95,7 @@ function render({ model, el }) {
     const i = Math.floor(j / 2), lambda = 2 * Math.PI * Math.pow(base, (2 * i) / d);
     pos.out.textContent = ` = ${p}`;
     dim.out.textContent = ` = ${j}`;
-    info.textContent = `第 ${j} 维是 ${j % 2 ? "cos" : "sin"}，频率下标 i = ${i}，波长 ${lambda.toPrecision(4)}；` +
+    info.textContent = `第 ${j} 个分量是 ${j % 2 ? "cos" : "sin"}，频率下标 i = ${i}，波长 ${lambda.toPrecision(4)}；` +
       `PE(${p}, ${j}) = ${v[j].toFixed(4)}`;
   }
 
