@@ -19,7 +19,7 @@ from sphinx.util.docutils import SphinxDirective
 
 from generated_pages import mark_regenerated
 from main_text import CJK, main_text
-from provenance_page import chapter_record
+from provenance_page import chapter_record, table_frame
 
 READING_RATE = 300      # CJK characters a minute: a careful reading of technical prose, a stated estimate
 HEADERS = ("章节", "回答的问题", "先读", "阅读（分钟）", "运行（秒）")
@@ -75,13 +75,7 @@ class PathPostTransform(SphinxPostTransform):
 
     def table(self, rows) -> nodes.table:
         srcdir, outdir = Path(self.env.srcdir), Path(self.app.outdir)
-        table = nodes.table(classes=["colwidths-auto", "attnbook-path-table"])
-        group = nodes.tgroup(cols=len(HEADERS))
-        table += group
-        group += [nodes.colspec(colwidth=1) for _ in HEADERS]
-        head, body = nodes.thead(), nodes.tbody()
-        group += [head, body]
-        head += nodes.row("", *[nodes.entry("", nodes.paragraph(text=h)) for h in HEADERS])
+        table, body = table_frame(HEADERS, "attnbook-path-table")
         for docname, before, question in rows:
             source = (srcdir / f"chapters/{docname}.md").read_text(encoding="utf-8")
             seconds = (chapter_record(outdir, f"chapters/{docname}") or {}).get("seconds")

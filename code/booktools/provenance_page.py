@@ -66,6 +66,18 @@ def rows(app, env) -> list[dict]:
     return sorted(out, key=lambda r: (order.get(r["docname"], len(order)), r["docname"]))
 
 
+def table_frame(headers, css_class: str) -> tuple[nodes.table, nodes.tbody]:
+    """An empty docutils table with one header row; the caller appends rows to the returned body."""
+    table = nodes.table(classes=["colwidths-auto", css_class])
+    group = nodes.tgroup(cols=len(headers))
+    table += group
+    group += [nodes.colspec(colwidth=1) for _ in headers]
+    head, body = nodes.thead(), nodes.tbody()
+    group += [head, body]
+    head += nodes.row("", *[nodes.entry("", nodes.paragraph(text=h)) for h in headers])
+    return table, body
+
+
 class ProvenancePostTransform(SphinxPostTransform):
     default_priority = 8  # before references are resolved
 
@@ -74,13 +86,7 @@ class ProvenancePostTransform(SphinxPostTransform):
             node.replace_self(self.table(rows(self.app, self.env)))
 
     def table(self, data: list[dict]) -> nodes.table:
-        table = nodes.table(classes=["colwidths-auto", "attnbook-provenance-table"])
-        group = nodes.tgroup(cols=len(HEADERS))
-        table += group
-        group += [nodes.colspec(colwidth=1) for _ in HEADERS]
-        head, body = nodes.thead(), nodes.tbody()
-        group += [head, body]
-        head += nodes.row("", *[nodes.entry("", nodes.paragraph(text=h)) for h in HEADERS])
+        table, body = table_frame(HEADERS, "attnbook-provenance-table")
         for r in data:
             link = pending_xref(refdoc=self.env.docname, reftarget="/" + r["docname"], reftype="doc",
                                 refdomain="std", refexplicit=False, refwarn=True)
