@@ -3,7 +3,9 @@
 Breaks seen to fail: linear_scaling multiplying by the factor instead of dividing; dynamic NTK exponent
 dim/(dim-2) replaced by 1; YaRN ramp reversed (ramp <-> 1 - ramp); YaRN without ``truncate``'s floor/ceil;
 YaRN attention factor with mscale_all_dim ignored; apply_rotary_frequencies without the attention factor;
-score_vs_distance without the factor 2; scaled_frequencies dispatching "linear" to dynamic NTK.
+score_vs_distance without the factor 2; scaled_frequencies dispatching "linear" to dynamic NTK;
+the paper's dynamic NTK rule using s T / L (4 tests fail); the paper's YaRN ramp reversed (5 fail);
+keep_first_scaling dividing w_0 too (1 fails).
 """
 
 from __future__ import annotations
@@ -146,3 +148,73 @@ def test_scaled_frequencies_none_is_plain_rope_and_bad_names_raise():
     assert af == 1.0
     with pytest.raises(ValueError, match="method must be one of"):
         rs.scaled_frequencies("ntk", 8, 10000.0, 4.0, 16)
+
+
+# --- the controls (issue 38): the paper's dynamic NTK rule, the paper's YaRN ramp, keep-first ---------------
+
+@pytest.mark.parametrize("dim,base,factor,max_pos,seq_len", [
+    (8, 10000.0, 4.0, 16, 64), (16, 10000.0, 2.0, 512, 1500), (64, 500000.0, 8.0, 2048, 2048)])
+def test_dynamic_ntk_paper_rule_equals_transformers_with_factor_one(dim, base, factor, max_pos, seq_len):
+    # the paper (Peng et al. 2023, sec. 3.3) takes s = max(1, T / L); transformers' formula s T / L - (s - 1)
+    # is exactly that at s = 1, so transformers with factor 1 is an independent reference
+    ref, _ = tr_rope._compute_dynamic_ntk_parameters(
+        _config(dim, base, max_pos, rope_type="dynamic", factor=1.0), seq_len=seq_len)
+    ours, af = rs.dynamic_ntk_scaling(dim, base, factor, max_pos, seq_len, rule="paper")
+    _close(ours, ref)
+    assert af == 1.0
+    ratio = float(rs.rope_frequencies(dim, base)[-1] / ours[-1])        # slowest pair divided by T / L
+    assert math.isclose(ratio, max(1.0, seq_len / max_pos), rel_tol=1e-10)
+    assert rs.scaled_frequencies("dynamic_ntk_paper", dim, base, factor, max_pos, seq_len)[0].equal(ours)
+
+
+def test_dynamic_ntk_rules_at_four_times_the_length():
+    # at T = 4L with s = 4: transformers divides the slowest frequency by 13, the paper by 4
+    w = rs.rope_frequencies(8)
+    hf, _ = rs.dynamic_ntk_scaling(8, 10000.0, 4.0, 16, 64)
+    paper, _ = rs.dynamic_ntk_scaling(8, 10000.0, 4.0, 16, 64, rule="paper")
+    assert float(w[-1] / hf[-1]) == pytest.approx(13.0, rel=1e-12)
+    assert float(w[-1] / paper[-1]) == pytest.approx(4.0, rel=1e-12)
+
+
+def _yarn_paper_reference(dim, base, factor, L, alpha=1.0, beta=32.0):
+    # transcription of the paper's NTK-by-parts (Peng et al. 2023, sec. 3.2), one pair at a time in Python floats:
+    # r = L / lambda_d (turns), gamma(r) = 0 below alpha, 1 above beta, linear between;
+    # h(theta) = (1 - gamma) theta / s + gamma theta
+    out = []
+    for d in range(dim // 2):
+        theta = base ** (-2 * d / dim)
+        r = L / (2 * math.pi / theta)
+        gamma = 0.0 if r < alpha else 1.0 if r > beta else (r - alpha) / (beta - alpha)
+        out.append((1 - gamma) * theta / factor + gamma * theta)
+    return torch.tensor(out, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("dim,base,factor,L", [(8, 10000.0, 4.0, 16), (64, 10000.0, 4.0, 2048),
+                                               (32, 500000.0, 8.0, 4096), (64, 10000.0, 4.0, 16)])
+def test_yarn_paper_ramp_equals_the_papers_formula(dim, base, factor, L):
+    ours, af = rs.yarn_scaling(dim, base, factor, L, ramp="turns")
+    torch.testing.assert_close(ours, _yarn_paper_reference(dim, base, factor, L), rtol=1e-12, atol=0)
+    assert af == pytest.approx(0.1 * math.log(factor) + 1)
+    assert rs.scaled_frequencies("yarn_paper", dim, base, factor, L)[0].equal(ours)
+
+
+def test_yarn_ramps_differ_and_keep_first_is_yarn_on_the_small_head():
+    # d_k = 8, L = 16: transformers' YaRN keeps theta_1 and divides the rest by s -- keep-first, plus the temperature
+    ref, af = tr_rope._compute_yarn_parameters(_config(
+        8, 10000.0, 64, rope_type="yarn", factor=4.0, original_max_position_embeddings=16))
+    keep, keep_af = rs.keep_first_scaling(8, 10000.0, 4.0)
+    _close(keep, ref)
+    assert keep_af == 1.0 and af > 1.0
+    assert rs.scaled_frequencies("keep_first", 8, 10000.0, 4.0, 16)[0].equal(keep)
+    # the paper's ramp multiplies theta_1 by 0.287 there (1.55 / 31 kept), close to PI's 1/4
+    paper, _ = rs.yarn_scaling(8, 10000.0, 4.0, 16, ramp="turns")
+    assert float(paper[0]) == pytest.approx(0.287, abs=5e-4)
+
+
+def test_control_bad_input_raises():
+    with pytest.raises(ValueError, match="rule"):
+        rs.dynamic_ntk_scaling(8, 10000.0, 4.0, 16, 64, rule="hf")
+    with pytest.raises(ValueError, match="ramp"):
+        rs.yarn_scaling(8, 10000.0, 4.0, 16, ramp="turn")
+    with pytest.raises(ValueError, match="factor"):
+        rs.keep_first_scaling(8, 10000.0, 0.5)

@@ -5,9 +5,15 @@ A model trained on positions < L meets unseen angles beyond L. Each method chang
 (and YaRN also the attention temperature) so that a longer context maps onto angles seen in training:
 
 - position interpolation (Chen et al., 2023): w_i / s, i.e. positions squeezed by the factor s;
-- dynamic NTK: a larger base, base * (s T / L - (s - 1))^(D / (D - 2)), grown with the current length T;
+- dynamic NTK: a larger base grown with the current length T. Two rules are in use: transformers'
+  ``dynamic`` rope type, base * (s T / L - (s - 1))^(D / (D - 2)), and the YaRN paper's, which takes the
+  scale s = max(1, T / L) itself, base * (T / L)^(D / (D - 2)) (``rule="paper"``);
 - YaRN (Peng et al., 2023): per frequency, interpolate (w_i / s) the slow ones, keep (w_i) the fast ones,
-  a linear ramp between; and scale q and k by 0.1 ln s + 1 (so the scores by its square).
+  a linear ramp between; and scale q and k by 0.1 ln s + 1 (so the scores by its square). transformers
+  (and the authors' reference code) ramp over the pair *index*; the paper ramps over the number of turns
+  (``ramp="turns"``);
+- keep-first: keep w_0, divide every other frequency by s (a control: YaRN's frequencies on a head whose
+  ramp ends at the second pair, without YaRN's temperature).
 
 Every function returns ``(inv_freq, attention_factor)`` as ``transformers.modeling_rope_utils`` does;
 frequencies in float64. :func:`apply_rotary_frequencies` applies them with the pairing of
@@ -29,7 +35,9 @@ __all__ = [
     "dynamic_ntk_scaling",
     "yarn_mscale",
     "yarn_scaling",
+    "keep_first_scaling",
     "SCALINGS",
+    "CONTROLS",
     "scaled_frequencies",
     "apply_rotary_frequencies",
     "score_vs_distance",
@@ -74,12 +82,17 @@ def linear_scaling(dim: int, base: float, factor: float, device=None) -> tuple[T
 
 
 def dynamic_ntk_scaling(dim: int, base: float, factor: float, max_position: int,
-                        seq_len: int | None = None, device=None) -> tuple[Tensor, float]:
+                        seq_len: int | None = None, device=None, *, rule: str = "transformers"
+                        ) -> tuple[Tensor, float]:
     """Dynamic NTK-aware scaling: the base grows with the current length T = max(seq_len, L).
 
-    Formula: base' = base * (s T / L - (s - 1))^(dim / (dim - 2));  w_i = base'^(-2i/dim)
-    At T = L, base' = base (nothing changes inside the training length); the lowest frequency is
-    then divided by exactly s T / L - (s - 1), the highest (i = 0) stays 1.
+    Formula (``rule="transformers"``, the ``dynamic`` rope type):
+        base' = base * (s T / L - (s - 1))^(dim / (dim - 2))
+    Formula (``rule="paper"``, Peng et al. 2023, sec. 3.3: the scale is s' = max(1, T / L); ``factor``
+    is not used): base' = base * (T / L)^(dim / (dim - 2))
+    w_i = base'^(-2i/dim). At T = L, base' = base under both rules (nothing changes inside the training
+    length); the lowest frequency is then divided by exactly s T / L - (s - 1) (transformers) or T / L
+    (paper), the highest (i = 0) stays 1. At T = 4L with s = 4: 13 against 4.
 
     Shape:
         -> inv_freq (dim / 2,) float64, attention_factor 1.0
@@ -87,9 +100,12 @@ def dynamic_ntk_scaling(dim: int, base: float, factor: float, max_position: int,
     dim, factor = _check_dim(dim), _check_factor(factor)
     if dim < 4:  # the exponent dim / (dim - 2): one pair has only w_0 = 1, which no base changes
         raise ValueError(f"dynamic NTK scaling needs dim >= 4 (dim / (dim - 2) is undefined at 2), got {dim}")
+    if rule not in ("transformers", "paper"):
+        raise ValueError(f"rule must be 'transformers' or 'paper', got {rule!r}")
     L = _check_length(max_position, "max_position")
     T = L if seq_len is None else max(_check_length(seq_len, "seq_len"), L)
-    new_base = base * ((factor * T / L) - (factor - 1)) ** (dim / (dim - 2))
+    scale = (factor * T / L) - (factor - 1) if rule == "transformers" else T / L
+    new_base = base * scale ** (dim / (dim - 2))
     return rope_frequencies(dim, new_base, device), 1.0
 
 
@@ -105,7 +121,7 @@ def yarn_mscale(scale: float, mscale: float = 1.0) -> float:
 def yarn_scaling(dim: int, base: float, factor: float, original_max_position: int, *,
                  beta_fast: float = 32.0, beta_slow: float = 1.0, mscale: float | None = None,
                  mscale_all_dim: float | None = None, attention_factor: float | None = None,
-                 truncate: bool = True, device=None) -> tuple[Tensor, float]:
+                 truncate: bool = True, ramp: str = "index", device=None) -> tuple[Tensor, float]:
     """YaRN: interpolate low frequencies, keep high ones, ramp between; plus an attention temperature.
 
     Pair i turns L * w_i / (2 pi) times over the training length L. Pairs turning more than
@@ -119,6 +135,12 @@ def yarn_scaling(dim: int, base: float, factor: float, original_max_position: in
         attention_factor = mscale(s, mscale) / mscale(s, mscale_all_dim) if both given,
                            else 0.1 ln s + 1       (cos and sin are multiplied by it)
 
+    That is transformers' ``_compute_yarn_parameters`` (``ramp="index"``). The paper (Peng et al.
+    2023, sec. 3.2, "NTK-by-parts") ramps over the turns instead (``ramp="turns"``; ``truncate`` not used):
+
+        rho_i = L w_i / (2 pi);  keep_i = clamp((rho_i - beta_slow) / (beta_fast - beta_slow), 0, 1)
+        w'_i = keep_i * w_i + (1 - keep_i) * w_i / s
+
     Shape:
         -> inv_freq (dim / 2,) float64, attention_factor (float)
     """
@@ -130,6 +152,13 @@ def yarn_scaling(dim: int, base: float, factor: float, original_max_position: in
         else:
             attention_factor = yarn_mscale(factor)
 
+    if ramp not in ("index", "turns"):
+        raise ValueError(f"ramp must be 'index' or 'turns', got {ramp!r}")
+    w = rope_frequencies(dim, base, device)
+    if ramp == "turns":
+        keep = ((L * w / (2 * math.pi) - beta_slow) / (beta_fast - beta_slow)).clamp(0, 1)   # 1: keep w_i
+        return w * keep + w / factor * (1 - keep), float(attention_factor)
+
     def pair_turning(r: float) -> float:  # the (real) pair index that turns r times over L
         return dim * math.log(L / (r * 2 * math.pi)) / (2 * math.log(base))
 
@@ -140,18 +169,31 @@ def yarn_scaling(dim: int, base: float, factor: float, original_max_position: in
     if low == high:
         high += 0.001                                   # avoid dividing by zero (as transformers)
     i = torch.arange(dim // 2, dtype=torch.float64, device=device)
-    ramp = ((i - low) / (high - low)).clamp(0, 1)       # 0: keep w_i, 1: interpolate w_i / s
+    interp = ((i - low) / (high - low)).clamp(0, 1)     # 0: keep w_i, 1: interpolate w_i / s
+    return w / factor * interp + w * (1 - interp), float(attention_factor)
+
+
+def keep_first_scaling(dim: int, base: float, factor: float, device=None) -> tuple[Tensor, float]:
+    """A control: keep the fastest frequency w_0 = 1, divide all the others by s (no temperature).
+
+    Shape:
+        -> inv_freq (dim / 2,) float64, attention_factor 1.0
+    """
     w = rope_frequencies(dim, base, device)
-    return w / factor * ramp + w * (1 - ramp), float(attention_factor)
+    factor = _check_factor(factor)
+    return torch.cat([w[:1], w[1:] / factor]), 1.0
 
 
 SCALINGS = ("none", "linear", "dynamic_ntk", "yarn")
+# the paper's dynamic NTK rule, the paper's YaRN ramp (over turns), and keep-first (see the module docstring)
+CONTROLS = ("dynamic_ntk_paper", "yarn_paper", "keep_first")
 
 
 def scaled_frequencies(method: str, dim: int, base: float, factor: float, original_max_position: int,
                        seq_len: int | None = None, device=None) -> tuple[Tensor, float]:
-    """One of :data:`SCALINGS` by name, for a model trained on positions < original_max_position
-    (``seq_len``: the current length, used by dynamic NTK only; "none": the unscaled frequencies).
+    """One of :data:`SCALINGS` or :data:`CONTROLS` by name, for a model trained on positions
+    < original_max_position (``seq_len``: the current length, used by dynamic NTK only; "none": the
+    unscaled frequencies).
 
     Shape:
         -> inv_freq (dim / 2,) float64, attention_factor (float)
@@ -164,7 +206,13 @@ def scaled_frequencies(method: str, dim: int, base: float, factor: float, origin
         return dynamic_ntk_scaling(dim, base, factor, original_max_position, seq_len, device)
     if method == "yarn":
         return yarn_scaling(dim, base, factor, original_max_position, device=device)
-    raise ValueError(f"method must be one of {SCALINGS}, got {method!r}")
+    if method == "dynamic_ntk_paper":
+        return dynamic_ntk_scaling(dim, base, factor, original_max_position, seq_len, device, rule="paper")
+    if method == "yarn_paper":
+        return yarn_scaling(dim, base, factor, original_max_position, ramp="turns", device=device)
+    if method == "keep_first":
+        return keep_first_scaling(dim, base, factor, device)
+    raise ValueError(f"method must be one of {SCALINGS + CONTROLS}, got {method!r}")
 
 
 def apply_rotary_frequencies(x: Tensor, inv_freq: Tensor, positions: Tensor | None = None,
