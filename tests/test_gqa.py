@@ -8,7 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnbook import DecoderLayer, KVCache, MultiHeadAttention, Transformer, apply_rotary, causal_mask
+from attnbook import (DecoderLayer, GroupedQueryAttention, KVCache, MultiHeadAttention, Transformer, apply_rotary,
+                      causal_mask)
 from attnbook.gpt import kv_cache_bytes
 from attnbook.multihead import repeat_kv
 
@@ -18,7 +19,7 @@ D, H = 16, 4
 
 def mha(num_kv_heads, rope_base=None, seed=0, d=D, h=H):
     torch.manual_seed(seed)
-    return MultiHeadAttention(d, h, num_kv_heads=num_kv_heads, rope_base=rope_base).double().eval()
+    return GroupedQueryAttention(d, h, num_kv_heads=num_kv_heads, rope_base=rope_base).double().eval()
 
 
 def x_of(b=2, t=7, d=D, seed=1):
@@ -69,12 +70,18 @@ def test_kv_projections_shrink_with_the_kv_heads():
 
 def test_default_is_plain_multi_head_attention_with_the_same_checkpoint():
     old = MultiHeadAttention(D, H)
-    new = MultiHeadAttention(D, H, num_kv_heads=H)
+    new = GroupedQueryAttention(D, H, num_kv_heads=H)
     assert {k: v.shape for k, v in old.state_dict().items()} == {k: v.shape for k, v in new.state_dict().items()}
     new.load_state_dict(old.state_dict())
     x = x_of().float()
     torch.testing.assert_close(new(x, x, x)[0], old(x, x, x)[0], rtol=0, atol=0)
-    assert old.num_kv_heads == H and old.rope_base is None and "num_kv_heads" not in repr(old)
+    assert new.num_kv_heads == H and new.rope_base is None and "num_kv_heads" not in repr(new)
+    assert repr(new).replace("GroupedQueryAttention", "MultiHeadAttention") == repr(old)
+    torch.manual_seed(5)
+    seeded_old = MultiHeadAttention(D, H).state_dict()
+    torch.manual_seed(5)                                    # the same draws: a seeded model does not move
+    for k, v in GroupedQueryAttention(D, H).state_dict().items():
+        torch.testing.assert_close(v, seeded_old[k], rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("kv", [1, 2, 4])
@@ -103,9 +110,9 @@ def test_cached_steps_equal_the_causal_forward(kv, rope):
 ])
 def test_bad_arguments_raise_value_errors(kwargs, words):
     with pytest.raises(ValueError, match=words):
-        MultiHeadAttention(D, H, **kwargs)
+        GroupedQueryAttention(D, H, **kwargs)
     with pytest.raises(ValueError, match="d_head=3 must be even"):
-        MultiHeadAttention(12, 4, rope_base=10000.0)
+        GroupedQueryAttention(12, 4, rope_base=10000.0)
     with pytest.raises(ValueError, match=r"x of shape \(2, 3, 5\)"):
         mha(2).attend_cached(torch.zeros(2, 3, 5, dtype=F64), KVCache())
 

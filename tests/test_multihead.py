@@ -9,8 +9,8 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 import attnbook
-from attnbook import (MultiHeadAttention, causal_mask, combine_masks, merge_heads, multihead_macs, padding_mask,
-                      padding_to_attention_mask, split_heads)
+from attnbook import (GroupedQueryAttention, MultiHeadAttention, causal_mask, combine_masks, merge_heads, multihead_macs,
+                      padding_mask, padding_to_attention_mask, split_heads)
 
 F64 = torch.float64
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
@@ -264,8 +264,10 @@ def test_layer_arguments_are_checked_and_named():
                                   ((8, 2), {"dropout": False}, "^dropout must be a number in"),
                                   ((8, 2), {"rope_base": 1}, "^rope_base must be a number > 1")]:
         with pytest.raises(ValueError, match=message):
-            MultiHeadAttention(*args, **kwargs)
-    mha = MultiHeadAttention(8, 2, bias=False, rope_base=1.5)  # any base > 1 is a valid RoPE base
+            GroupedQueryAttention(*args, **kwargs)
+    with pytest.raises(TypeError):                               # the teaching layer has no GQA / RoPE settings
+        MultiHeadAttention(8, 2, num_kv_heads=1)
+    mha = GroupedQueryAttention(8, 2, bias=False, rope_base=1.5)  # any base > 1 is a valid RoPE base
     assert all(w.bias is None for w in (mha.w_q, mha.w_k, mha.w_v, mha.w_o))
     x = torch.randn(2, 5, 8)
     for args, message in [((x, x[..., :7], x), r"^key of shape \(2, 5, 7\)"),
@@ -282,7 +284,7 @@ def test_layer_arguments_are_checked_and_named():
 def test_rotary_layer_uses_its_own_base():
     # Reference: the projections rotated by attnbook.apply_rotary with the layer's base, then attention.
     torch.manual_seed(3)
-    mha = MultiHeadAttention(8, 2, rope_base=100.0).double()
+    mha = GroupedQueryAttention(8, 2, rope_base=100.0).double()
     x = torch.randn(2, 5, 8, dtype=F64)
     pos = torch.arange(5)
     q = attnbook.apply_rotary(split_heads(mha.w_q(x), 2), pos, base=100.0)
@@ -292,7 +294,7 @@ def test_rotary_layer_uses_its_own_base():
 
 
 def test_rotary_and_cached_attention_stay_on_the_inputs_device():
-    mha = MultiHeadAttention(8, 2, rope_base=100.0, num_kv_heads=1).to("meta")  # meta stands in for CUDA
+    mha = GroupedQueryAttention(8, 2, rope_base=100.0, num_kv_heads=1).to("meta")  # meta stands in for CUDA
     x = torch.randn(2, 5, 8, device="meta")
     assert mha(x, x, x)[0].device.type == "meta"
     assert mha.attend_cached(x, attnbook.KVCache())[0].device.type == "meta"
@@ -300,5 +302,5 @@ def test_rotary_and_cached_attention_stay_on_the_inputs_device():
 
 def test_extra_repr_names_the_optional_settings():
     assert MultiHeadAttention(8, 2).extra_repr() == "d_model=8, num_heads=2, d_head=4"
-    assert (MultiHeadAttention(8, 2, num_kv_heads=1, rope_base=100.0).extra_repr()
+    assert (GroupedQueryAttention(8, 2, num_kv_heads=1, rope_base=100.0).extra_repr()
             == "d_model=8, num_heads=2, d_head=4, num_kv_heads=1, rope_base=100")

@@ -107,6 +107,7 @@ from .seq2seq import Seq2Seq, evaluate_seq2seq, sequence_loss, train_seq2seq
 from .tasks import DigitTask
 from .masks import causal_mask, combine_masks, padding_mask, padding_to_attention_mask
 from .multihead import MultiHeadAttention, merge_heads, multihead_macs, repeat_kv, split_heads
+from .grouped_query import GroupedQueryAttention
 from .positional import (
     LearnedPositionalEmbedding,
     SinusoidalPositionalEncoding,
@@ -206,7 +207,7 @@ __all__ = [
     "OnlineSoftmaxWidget", "TileMapWidget",
     "KVCache", "CrossAttentionWidget",
     "attention_benchmark", "memory_timeline", "peak_memory", "results_markdown", "sdpa_backend", "time_interleaved",
-    "MultiHeadAttention", "merge_heads", "multihead_macs", "repeat_kv", "split_heads",
+    "MultiHeadAttention", "merge_heads", "multihead_macs", "repeat_kv", "split_heads", "GroupedQueryAttention",
     "CharVocab", "LogisticRegression", "SelfAttentionClassifier", "char_ngrams", "confusion_matrix",
     "encode_texts", "length_batches", "masked_mean", "predict", "tfidf_features", "train_classifier",
     "train_logistic_regression",

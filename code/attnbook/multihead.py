@@ -6,11 +6,7 @@
 with W_i^Q, W_i^K, W_i^V of size d_model x d_head, d_head = d_model / h, and W^O of size d_model x d_model.
 The h per-head projections are stored side by side as the columns of one d_model x d_model matrix, so
 all heads are projected by one matmul and attended in one batched call (no Python loop over heads).
-
-Grouped-query attention (GQA, Ainslie et al., 2023) gives the keys and values only Hkv = ``num_kv_heads``
-heads, each shared by H / Hkv query heads: query head i reads key/value head i // (H / Hkv). Hkv = H is
-multi-head attention, Hkv = 1 multi-query attention (MQA, Shazeer, 2019). Optional rotary positions
-(``rope_base``) rotate q and k by their positions (attnbook.apply_rotary) before the scores.
+Grouped-query heads, rotary positions and the key/value cache extend this layer in attnbook.grouped_query.
 
 Shape legend: B batch, H = num_heads, Hkv = num_kv_heads, Tq queries, Tk keys/values, D = d_model, Dh = D / H.
 Masks are torch.bool, True = may attend (``nn.MultiheadAttention`` uses True = blocked).
@@ -24,8 +20,6 @@ import torch
 from torch import Tensor, nn
 
 from .attention import scaled_dot_product_attention
-from .kv_cache import KVCache
-from .positional import apply_rotary
 
 __all__ = ["split_heads", "merge_heads", "repeat_kv", "multihead_macs", "MultiHeadAttention"]
 
@@ -115,68 +109,63 @@ def _check_mask(mask: Tensor, b: int, h: int, tq: int, tk: int) -> Tensor:
     return mask
 
 
+def _check_sizes(d_model, num_heads, dropout) -> tuple[int, int, int]:
+    """(d_model, num_heads, d_head) as ints, or ValueError."""
+    for name, n in (("d_model", d_model), ("num_heads", num_heads)):
+        if isinstance(n, bool) or not isinstance(n, Integral) or n < 1:
+            raise ValueError(f"{name} must be a positive integer, got {n!r}")
+    if d_model % num_heads:
+        raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}: "
+                         f"each head needs d_model / num_heads features")
+    if isinstance(dropout, bool) or not isinstance(dropout, Real) or not 0.0 <= dropout < 1.0:
+        raise ValueError(f"dropout must be a number in [0, 1), got {dropout!r}")
+    return int(d_model), int(num_heads), int(d_model) // int(num_heads)
+
+
+def _check_inputs(d_model: int, query: Tensor, key: Tensor, value: Tensor) -> None:
+    for name, x in (("query", query), ("key", key), ("value", value)):
+        if not isinstance(x, Tensor) or x.dim() != 3 or x.size(-1) != d_model:
+            got = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
+            raise ValueError(f"{name} of shape {got} must be (B, T, d_model={d_model})")
+    if key.shape != value.shape:
+        raise ValueError(f"key {tuple(key.shape)} and value {tuple(value.shape)} must have one shape (B, Tk, d_model)")
+    if query.size(0) != key.size(0):
+        raise ValueError(f"query {tuple(query.shape)} and key {tuple(key.shape)} differ in batch size")
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head scaled dot-product attention with projections ``w_q``, ``w_k``, ``w_v``, ``w_o``.
 
     Each projection is ``nn.Linear(d_model, d_model)``; head i uses columns i*Dh ... (i+1)*Dh - 1
     of the projected features. Self-attention: ``mha(x, x, x)``; cross-attention: ``mha(y, x, x)``.
-    With ``num_kv_heads`` = Hkv < H, ``w_k`` and ``w_v`` map to Hkv * Dh features only (GQA / MQA).
-
-    Dropout (rate ``dropout``, training mode only) is applied to the attention weights before they
-    mix the values, as in the Transformer; the returned weights are the softmax before dropout.
-    A query with nothing to attend to gets zero weights, so its output row is the bias of ``w_o``.
+    Dropout (training mode only) acts on the attention weights before they mix the values; the
+    returned weights are the softmax before dropout. A query with nothing to attend to gets zero
+    weights, so its output row is the bias of ``w_o``.
 
     Shape:
         query: (B, Tq, D); key, value: (B, Tk, D);
         mask: torch.bool, True = may attend, (Tq, Tk) or (B|1, H|1, Tq, Tk)
-            (a key-padding mask (B, Tk) becomes (B, 1, 1, Tk): attnbook.padding_to_attention_mask)
         -> output (B, Tq, D), weights (B, H, Tq, Tk).
     """
 
-    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True, *,
-                 num_kv_heads: int | None = None, rope_base: float | None = None):
+    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True):
         super().__init__()
-        for name, n in (("d_model", d_model), ("num_heads", num_heads)):
-            if isinstance(n, bool) or not isinstance(n, Integral) or n < 1:
-                raise ValueError(f"{name} must be a positive integer, got {n!r}")
-        if d_model % num_heads:
-            raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}: "
-                             f"each head needs d_model / num_heads features")
-        if isinstance(dropout, bool) or not isinstance(dropout, Real) or not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be a number in [0, 1), got {dropout!r}")
-        self.d_model, self.num_heads = int(d_model), int(num_heads)
-        self.d_head = self.d_model // self.num_heads
-        self.num_kv_heads = self._check_kv_heads(num_kv_heads)
-        self.rope_base = self._check_rope(rope_base)
-        d_kv = self.num_kv_heads * self.d_head                # = d_model unless GQA / MQA
+        self.d_model, self.num_heads, self.d_head = _check_sizes(d_model, num_heads, dropout)
         self.w_q = nn.Linear(d_model, d_model, bias=bias)  # W^Q = [W_1^Q ... W_h^Q]
-        self.w_k = nn.Linear(d_model, d_kv, bias=bias)     # W^K = [W_1^K ... W_Hkv^K]
-        self.w_v = nn.Linear(d_model, d_kv, bias=bias)     # W^V = [W_1^V ... W_Hkv^V]
+        self.w_k = nn.Linear(d_model, d_model, bias=bias)  # W^K = [W_1^K ... W_h^K]
+        self.w_v = nn.Linear(d_model, d_model, bias=bias)  # W^V = [W_1^V ... W_h^V]
         self.w_o = nn.Linear(d_model, d_model, bias=bias)  # W^O
         self.dropout = nn.Dropout(float(dropout))
 
-    def _check_inputs(self, query: Tensor, key: Tensor, value: Tensor) -> None:
-        for name, x in (("query", query), ("key", key), ("value", value)):
-            if not isinstance(x, Tensor) or x.dim() != 3 or x.size(-1) != self.d_model:
-                got = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
-                raise ValueError(f"{name} of shape {got} must be (B, T, d_model={self.d_model})")
-        if key.shape != value.shape:
-            raise ValueError(f"key {tuple(key.shape)} and value {tuple(value.shape)} must have one shape "
-                             f"(B, Tk, d_model)")
-        if query.size(0) != key.size(0):
-            raise ValueError(f"query {tuple(query.shape)} and key {tuple(key.shape)} differ in batch size")
-
     def forward(self, query: Tensor, key: Tensor, value: Tensor,
                 mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        self._check_inputs(query, key, value)
-        b, tq, tk, h = query.size(0), query.size(1), key.size(1), self.num_heads
+        _check_inputs(self.d_model, query, key, value)
+        h = self.num_heads
         if mask is not None:
-            mask = _check_mask(mask, b, h, tq, tk)
+            mask = _check_mask(mask, query.size(0), h, query.size(1), key.size(1))
         q = split_heads(self.w_q(query), h)  # (B, Tq, D) -> (B, H, Tq, Dh)
-        k = split_heads(self.w_k(key), self.num_kv_heads)    # (B, Tk, Hkv Dh) -> (B, Hkv, Tk, Dh)
-        v = split_heads(self.w_v(value), self.num_kv_heads)  # (B, Tk, Hkv Dh) -> (B, Hkv, Tk, Dh)
-        q, k = self._rotate(q, 0), self._rotate(k, 0)
-        k, v = (repeat_kv(t, h // self.num_kv_heads) for t in (k, v))  # (B, H, Tk, Dh) each
+        k = split_heads(self.w_k(key), h)    # (B, Tk, D) -> (B, H, Tk, Dh)
+        v = split_heads(self.w_v(value), h)  # (B, Tk, D) -> (B, H, Tk, Dh)
         # All heads at once: batch dims (B, H); softmax(q k^T / sqrt(Dh)) per head.
         heads, weights = scaled_dot_product_attention(q, k, v, mask)  # (B, H, Tq, Dh), (B, H, Tq, Tk)
         if self.training and self.dropout.p > 0:
@@ -184,55 +173,4 @@ class MultiHeadAttention(nn.Module):
         return self.w_o(merge_heads(heads)), weights  # Concat(heads) W^O: (B, Tq, D)
 
     def extra_repr(self) -> str:
-        extra = "" if self.num_kv_heads == self.num_heads else f", num_kv_heads={self.num_kv_heads}"
-        extra += "" if self.rope_base is None else f", rope_base={self.rope_base:g}"
-        return f"d_model={self.d_model}, num_heads={self.num_heads}, d_head={self.d_head}" + extra
-
-    def _check_kv_heads(self, num_kv_heads) -> int:
-        if num_kv_heads is None:
-            return self.num_heads
-        if isinstance(num_kv_heads, bool) or not isinstance(num_kv_heads, Integral) or num_kv_heads < 1 \
-                or self.num_heads % num_kv_heads:
-            raise ValueError(f"num_kv_heads={num_kv_heads!r} must be a positive integer dividing "
-                             f"num_heads={self.num_heads}: each key/value head serves num_heads / num_kv_heads "
-                             f"query heads")
-        return int(num_kv_heads)
-
-    def _check_rope(self, rope_base) -> float | None:
-        if rope_base is None:
-            return None
-        if isinstance(rope_base, bool) or not isinstance(rope_base, Real) or not rope_base > 1:
-            raise ValueError(f"rope_base must be a number > 1 (or None for no rotary positions), got {rope_base!r}")
-        if self.d_head % 2:
-            raise ValueError(f"rotary positions rotate feature pairs: d_head={self.d_head} must be even")
-        return float(rope_base)
-
-    def _rotate(self, x: Tensor, start: int) -> Tensor:
-        """RoPE at positions start, start + 1, ... (identity without ``rope_base``). Shape: (B, H, T, Dh)."""
-        if self.rope_base is None:
-            return x
-        positions = torch.arange(start, start + x.size(2), device=x.device)
-        return apply_rotary(x, positions, self.rope_base)
-
-    def attend_cached(self, x: Tensor, cache: KVCache) -> tuple[Tensor, Tensor]:
-        """Self-attention of the newest tokens x over the cached ones and themselves (causal, no dropout).
-
-        The cache keeps Hkv heads (so GQA / MQA shrink it H / Hkv times); x sits at positions
-        len(cache) onwards, which is where RoPE rotates its queries and keys.
-
-        Shape:
-            x: (B, Tn, D) -> output (B, Tn, D), weights (B, H, Tn, T), T = len(cache) after the call.
-        """
-        if not isinstance(x, Tensor) or x.dim() != 3 or x.size(-1) != self.d_model:
-            got = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
-            raise ValueError(f"x of shape {got} must be (B, Tn, d_model={self.d_model})")
-        old, h, n_rep = len(cache), self.num_heads, self.num_heads // self.num_kv_heads
-        q = self._rotate(split_heads(self.w_q(x), h), old)                     # (B, H, Tn, Dh)
-        k = self._rotate(split_heads(self.w_k(x), self.num_kv_heads), old)     # (B, Hkv, Tn, Dh)
-        v = split_heads(self.w_v(x), self.num_kv_heads)                        # (B, Hkv, Tn, Dh)
-        keys, values = cache.append(k, v)                                      # (B, Hkv, T, Dh)
-        # query t (position old + t) sees keys 0 .. old + t
-        pos_q = torch.arange(old, old + x.size(1), device=x.device)[:, None]   # (Tn, 1)
-        mask = torch.arange(keys.size(2), device=x.device) <= pos_q           # (Tn, T)
-        heads, weights = scaled_dot_product_attention(q, repeat_kv(keys, n_rep), repeat_kv(values, n_rep), mask)
-        return self.w_o(merge_heads(heads)), weights                           # (B, Tn, D)
+        return f"d_model={self.d_model}, num_heads={self.num_heads}, d_head={self.d_head}"

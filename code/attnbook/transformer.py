@@ -6,7 +6,8 @@ Every sublayer F (self-attention, cross-attention, feed-forward) sits in a resid
     pre-LN (Xiong 2020):  x <- x + Dropout(F(LayerNorm(x)))       (+ one final LayerNorm per stack)
 
 Encoder layer: self-attention -> FFN. Decoder layer: masked self-attention -> cross-attention over
-the encoder output -> FFN, in this order. Attention is :class:`attnbook.MultiHeadAttention`.
+the encoder output -> FFN, in this order. Attention is :class:`attnbook.MultiHeadAttention`; the decoder's
+self-attention is its extension :class:`attnbook.GroupedQueryAttention` (GQA, RoPE, cached steps).
 
 Shape legend: B batch, T_src source length, T target length, D = d_model, H heads, V vocabulary.
 """
@@ -23,6 +24,7 @@ from torch import Tensor, nn
 from .attention import scaled_dot_product_attention
 from .kv_cache import KVCache
 from .masks import causal_mask, padding_to_attention_mask
+from .grouped_query import GroupedQueryAttention
 from .multihead import MultiHeadAttention, merge_heads, split_heads
 from .positional import sinusoidal_encoding
 
@@ -116,7 +118,7 @@ class DecoderCache:
                 layer.memory_kv = tuple(t[index] for t in layer.memory_kv)
 
 
-def _attend_cached(mha: MultiHeadAttention, x: Tensor, cache: KVCache) -> tuple[Tensor, Tensor]:
+def _attend_cached(mha: GroupedQueryAttention, x: Tensor, cache: KVCache) -> tuple[Tensor, Tensor]:
     """Masked self-attention for the newest tokens only, reusing the cached keys and values.
 
     Shape: x (B, Tn, D) -> (B, Tn, D), weights (B, H, Tn, T_cached + Tn).
@@ -148,8 +150,8 @@ class DecoderLayer(_Residual):
     def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.1, norm_first: bool = False, *,
                  cross_attention: bool = True, num_kv_heads: int | None = None, rope_base: float | None = None):
         super().__init__(norm_first)
-        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout, num_kv_heads=num_kv_heads,
-                                            rope_base=rope_base)
+        self.self_attn = GroupedQueryAttention(d_model, num_heads, dropout, num_kv_heads=num_kv_heads,
+                                               rope_base=rope_base)
         self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout) if cross_attention else None
         self.ffn = PositionwiseFeedForward(d_model, d_ff, dropout)
         self.norm1, self.norm2, self.norm3 = (nn.LayerNorm(d_model) for _ in range(3))
