@@ -4,7 +4,8 @@ cache (with and without attention sinks) against torch SDPA with the band mask a
 Breaks seen to fail: the band one key too wide (d <= window); sinks ignored in band_mask_at; the ring slot
 p mod W without the sink offset (overwrites the sinks); the cache keeping the first W tokens instead of the
 last W; the cache's mask one key too wide (window + 1); rolling_lm_forward rotating each chunk from
-position 0, or skipping the feed-forward sub-layer.
+position 0, or skipping the feed-forward sub-layer; streaming_lm_forward rotating the query at n (not
+n - 1), or keeping the original positions (both fail the one-layer test).
 """
 
 from __future__ import annotations
@@ -171,3 +172,39 @@ def test_rolling_lm_forward_rejects_bad_input():
         sw.rolling_lm_forward(_gpt(), torch.zeros(3, dtype=torch.long), 2)
     with pytest.raises(ValueError, match="chunk"):
         sw.rolling_lm_forward(_gpt(), torch.zeros(1, 3, dtype=torch.long), 2, chunk=0)
+
+
+# --- StreamingLLM's positions: renumbered inside the cache ----------------------------------------------
+
+@pytest.mark.parametrize("kv", [None, 2])
+def test_streaming_without_sinks_equals_the_band_mask_and_without_eviction_the_full_model(kv):
+    # RoPE's scores depend on i - j only: with no sinks, renumbering the window keeps every distance
+    model = _gpt(kv)
+    ids = torch.randint(0, 19, (2, 14), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        torch.testing.assert_close(sw.streaming_lm_forward(model, ids, 4), model(ids, attn_mask=sw.band_mask(14, 4)),
+                                   rtol=1e-10, atol=1e-10)
+        torch.testing.assert_close(sw.streaming_lm_forward(model, ids, 10, 4), model(ids), rtol=1e-10, atol=1e-10)
+
+
+def test_streaming_with_sinks_one_layer_equals_the_model_on_the_held_tokens():
+    # one layer: the query at t sees the held tokens' embeddings only, at positions 0 .. n-1, i.e. exactly a
+    # plain causal forward over the held tokens (the last row) -- and differs from the original positions
+    from attnbook.gpt import DecoderOnlyLM
+    torch.manual_seed(4)
+    model = DecoderOnlyLM(19, 16, 4, 1, 32).double().eval()
+    ids = torch.randint(0, 19, (2, 15), generator=torch.Generator().manual_seed(5))
+    window, sinks = 4, 2
+    logits = sw.streaming_lm_forward(model, ids, window, sinks)
+    with torch.no_grad():
+        for t in range(15):
+            held = [j for j in range(t + 1) if j < sinks or t - j < window]
+            torch.testing.assert_close(logits[:, t], model(ids[:, held])[:, -1], rtol=1e-10, atol=1e-10)
+        assert not torch.allclose(logits, model(ids, attn_mask=sw.band_mask(15, window, sinks)))
+
+
+def test_streaming_rejects_bad_input():
+    with pytest.raises(ValueError, match="DecoderOnlyLM"):
+        sw.streaming_lm_forward(torch.nn.Linear(2, 2), torch.zeros(1, 3, dtype=torch.long), 2)
+    with pytest.raises(ValueError, match="window"):
+        sw.streaming_lm_forward(_gpt(), torch.zeros(1, 3, dtype=torch.long), 0)

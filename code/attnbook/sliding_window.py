@@ -6,8 +6,8 @@ so its cache is a ring of W slots: token i goes to slot i mod W, overwriting tok
 Attention sinks (Xiao et al., 2024): keep the first s tokens as well, key j is visible iff
 j <= i and (i - j < W or j < s); the cache holds s + W tokens, whatever the length.
 
-Keys are cached after RoPE, at their original positions (as Mistral; StreamingLLM instead re-numbers the
-positions inside the cache). Shapes (B, H, T, D) as in kv_cache.py; masks True = may attend.
+Keys are cached after RoPE, at their original positions (as Mistral); :func:`streaming_lm_forward` instead
+re-numbers the positions inside the cache, as StreamingLLM does (keys cached before RoPE). Shapes (B, H, T, D) as in kv_cache.py; masks True = may attend.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from .masks import causal_mask
 from .multihead import merge_heads, repeat_kv, split_heads
 from .positional import apply_rotary
 
-__all__ = ["band_mask_at", "band_mask", "RollingKVCache", "rolling_lm_forward"]
+__all__ = ["band_mask_at", "band_mask", "RollingKVCache", "rolling_lm_forward", "streaming_lm_forward"]
 
 
 def _check_int(n, name: str, minimum: int) -> int:
@@ -188,3 +188,47 @@ def rolling_lm_forward(model, ids: Tensor, window: int, sinks: int = 0,
             weights.append(w)
         logits.append(model.lm_head(model.final_norm(x)))
     return torch.cat(logits, 1), weights
+
+
+@torch.no_grad()
+def streaming_lm_forward(model, ids: Tensor, window: int, sinks: int = 0) -> Tensor:
+    """Decode an :class:`attnbook.DecoderOnlyLM` token by token with StreamingLLM's positions.
+
+    At step t each layer holds the first ``sinks`` tokens and the last ``window`` ones (t included),
+    in position order, with their keys cached *before* RoPE. The held keys are rotated at their place
+    in the cache, 0 .. n-1, and the query at n - 1 (Xiao et al., 2024, sec. 3.2): distances never exceed
+    sinks + window - 1, however long the text. Without eviction (sinks + window > t) this is the
+    ordinary causal model; with ``sinks=0`` RoPE's distances are the original ones, so the result equals
+    ``model(ids, attn_mask=band_mask(T, window))``.
+
+    Shape:
+        ids: (B, T) int64 -> logits (B, T, V)
+    """
+    layers = getattr(model, "layers", None)
+    if layers is None or not all(getattr(la, "norm_first", False) and la.cross_attn is None
+                                 and la.self_attn.rope_base is not None for la in layers):
+        raise ValueError("model must be a pre-LN decoder-only LM with RoPE (attnbook.DecoderOnlyLM)")
+    window, sinks = _check_int(window, "window", 1), _check_int(sinks, "sinks", 0)
+    model.check_ids(ids)
+    B, T = ids.shape
+    raw_k: list[list[Tensor]] = [[] for _ in layers]          # per layer: un-rotated keys, one per step
+    raw_v: list[list[Tensor]] = [[] for _ in layers]
+    logits = []
+    for t in range(T):
+        held = [j for j in range(t + 1) if j < sinks or t - j < window]                 # position order
+        pos = torch.arange(len(held), device=ids.device)                                 # renumbered
+        x = model.embed(ids[:, t:t + 1])                                                 # (B, 1, D)
+        for li, layer in enumerate(layers):
+            mha = layer.self_attn
+            h = layer.norm1(x)
+            raw_k[li].append(split_heads(mha.w_k(h), mha.num_kv_heads))                  # (B, Hkv, 1, Dh)
+            raw_v[li].append(split_heads(mha.w_v(h), mha.num_kv_heads))
+            k = apply_rotary(torch.cat([raw_k[li][j] for j in held], 2), pos, mha.rope_base)   # (B, Hkv, n, Dh)
+            v = torch.cat([raw_v[li][j] for j in held], 2)
+            q = apply_rotary(split_heads(mha.w_q(h), mha.num_heads), pos[-1:], mha.rope_base)  # at n - 1
+            n_rep = mha.num_heads // mha.num_kv_heads
+            out, _ = scaled_dot_product_attention(q, repeat_kv(k, n_rep), repeat_kv(v, n_rep))
+            x = x + mha.w_o(merge_heads(out))
+            x = x + layer.ffn(layer.norm3(x))
+        logits.append(model.lm_head(model.final_norm(x)))
+    return torch.cat(logits, 1)
