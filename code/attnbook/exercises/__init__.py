@@ -153,3 +153,9 @@ def check(name: str, fn: Callable, *, timeout: float = 5.0) -> Result:
 
 
 from . import core as _core  # noqa: E402,F401  -- registers the exercises
+from . import basics as _basics  # noqa: E402,F401
+from . import positions as _positions  # noqa: E402,F401
+from . import words as _words  # noqa: E402,F401
+from . import heads as _heads  # noqa: E402,F401
+from . import models as _models  # noqa: E402,F401
+from . import efficient as _efficient  # noqa: E402,F401

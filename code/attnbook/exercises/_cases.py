@@ -177,6 +177,38 @@ def _inputs(case: Case, arg_names: Sequence[str]) -> str:
     return "，".join(parts)
 
 
+def _matches(m: Mistake, case: Case, expected, got) -> bool:
+    """fn's output equals this mistake's output, which differs from the expected one."""
+    try:
+        wrong = m.fn(*_clone(case.args), **_clone(case.kwargs))
+    except Exception:   # noqa: BLE001 -- this mistake crashes here, so it is not what fn did
+        return False
+    return (compare(wrong, got, case.atol, case.rtol) is None
+            and compare(expected, wrong, case.atol, case.rtol) is not None)
+
+
+def _recognise(fn, reference, mistakes, cases, first: int, expected, got) -> Mistake | None:
+    """The mistake fn's output matches on the failing case; when several do, the later cases decide."""
+    candidates = [m for m in mistakes if _matches(m, cases[first], expected, got)]
+    for case in cases[first + 1:]:
+        if len(candidates) <= 1:
+            break
+        try:
+            g = fn(*_clone(case.args), **_clone(case.kwargs))
+        except (Exception, SystemExit):  # noqa: BLE001
+            continue
+        kept = []
+        for m in candidates:
+            try:
+                w = m.fn(*_clone(case.args), **_clone(case.kwargs))
+            except Exception:   # noqa: BLE001
+                continue
+            if compare(w, g, case.atol, case.rtol) is None:
+                kept.append(m)
+        candidates = kept or candidates
+    return candidates[0] if candidates else None
+
+
 def run_cases(fn: Callable, reference: Callable, cases: Sequence[Case], mistakes: Sequence[Mistake] = (),
               where: str = "", arg_names: Sequence[str] = ()) -> tuple[bool, str, str | None]:
     """Compare fn with reference on every case; (passed, Chinese message, key of the recognised mistake)."""
@@ -200,16 +232,7 @@ def run_cases(fn: Callable, reference: Callable, cases: Sequence[Case], mistakes
         reason = compare(expected, got, case.atol, case.rtol)
         if reason is None:
             continue
-        found = None
-        for m in mistakes:
-            try:
-                wrong = m.fn(*_clone(case.args), **_clone(case.kwargs))
-            except Exception:   # noqa: BLE001 -- this mistake crashes here, so it is not what fn did
-                continue
-            if compare(wrong, got, case.atol, case.rtol) is None and compare(expected, wrong, case.atol,
-                                                                             case.rtol) is not None:
-                found = m
-                break
+        found = _recognise(fn, reference, mistakes, cases, cases.index(case), expected, got)
         head = f"未通过（情形：{case.label}）：" + (f"看起来像是{found.short}" if found else reason)
         lines = [head, f"  输入：{inputs}", f"  期望：{show(expected)}", f"  得到：{show(got)}"]
         if found:
