@@ -8,6 +8,9 @@
 # make robustness — every chapter under seed shifts 1-3, CPU kernels default/avx2/avx512 (those the CPU has), one untuned random
 #                   seed shift with portable kernels, and the same on a busy machine (a table)
 # make mutation   — mutmut over the core modules with their unit tests -> _build/mutation.md (slow; not in make test)
+# make torch-floor — a clean venv with the oldest torch requirements.txt allows (a multi-GB CUDA wheel from PyPI) and
+#                   the newest of the rest; runs the package tests and every chapter in it -> docs/torch-floor.md
+#                   (not in make test)
 
 PYTHON      ?= python3
 VENV        ?= .venv
@@ -17,7 +20,7 @@ BIN         := $(VENV)/bin
 SUDO        := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PORT        ?= 8000
 
-.PHONY: venv book test notebooks serve browser clean bench robustness mutation pdf
+.PHONY: venv book test notebooks serve browser clean bench robustness mutation pdf torch-floor
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt constraints.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV_FLAGS) $(VENV)
@@ -63,6 +66,10 @@ robustness: venv
 # MUTATION_ARGS="--modules masks,attention": some modules). Niced, two mutants at a time.
 mutation: venv
 	nice -n 15 $(BIN)/python code/booktools/mutation.py $(MUTATION_ARGS)
+
+# TORCH_FLOOR_ARGS: --torch 2.4.1 (another version), --chapters a,b, --no-tests (see code/booktools/torch_floor.py).
+torch-floor: venv
+	nice -n 5 $(BIN)/python code/booktools/torch_floor.py $(TORCH_FLOOR_ARGS)
 
 # Outside the book build: timings need a quiet machine. BENCH_ARGS passes flags (see --help).
 bench: venv
