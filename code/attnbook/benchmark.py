@@ -27,7 +27,8 @@ __all__ = ["peak_memory", "memory_timeline", "time_interleaved", "aten_calls", "
 
 MIB = 2**20
 # Chinese display names of the compared methods and of the SDPA kernels (printed tables are read by the reader)
-METHOD_NAMES = {"eager": "逐字实现", "tiled": "分块实现", "sdpa": "SDPA（默认内核）", "sdpa_math": "SDPA（math 后端）"}
+METHOD_NAMES = {"eager": "逐字实现", "tiled": "分块实现", "sdpa": "SDPA（默认内核）", "sdpa_math": "SDPA（math 后端）",
+                "tiled_calls": "分块实现的空循环"}
 KERNEL_NAMES = {"flash (CPU)": "flash（CPU）", "memory-efficient": "省内存内核", "unknown": "未知"}
 
 
@@ -185,21 +186,35 @@ def attention_methods(causal: bool, block_size: int = 128) -> dict[str, tuple[Ca
         with sdpa_kernel(SDPBackend.MATH):
             return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
+    tiny: dict = {}
+
+    def tiled_calls(q, k, v):
+        # the tiled loop's skeleton: the same blocks, loop and ATen calls (one batch entry, one head,
+        # 2x2 blocks of size-1 vectors), so almost no arithmetic: its time is the per-call overhead
+        key = (q.size(-2), k.size(-2), q.dtype, q.device)
+        if key not in tiny:
+            gen = torch.Generator().manual_seed(0)
+            tiny[key] = tuple(torch.randn(1, 1, 2 * math.ceil(n / block_size), 1, generator=gen).to(q.device, q.dtype)
+                              for n in (q.size(-2), k.size(-2), k.size(-2)))
+        return tiled_attention(*tiny[key], block_size=2, causal=causal)
+
     return {"eager": (eager, None), "tiled": (tiled, None), "sdpa": (sdpa, "default"),
-            "sdpa_math": (sdpa_math, SDPBackend.MATH)}
+            "sdpa_math": (sdpa_math, SDPBackend.MATH), "tiled_calls": (tiled_calls, None)}
 
 
 def attention_benchmark(lengths, heads: int = 8, head_dim: int = 64, batch: int = 1,
                         dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu",
                         causal: bool = False, block_size: int = 128, repeats: int = 5, warmup: int = 1,
-                        methods=("eager", "tiled", "sdpa", "sdpa_math"), memory: bool = True,
+                        methods=("eager", "tiled", "sdpa", "sdpa_math", "tiled_calls"), memory: bool = True,
                         max_dense_mib: float = math.inf, seed: int = 0) -> dict:
     """Time (median of interleaved repeats) and peak memory of each method at each length T.
 
     Every method at one T sees the same q, k, v. Methods that build the (T, T) matrix (eager,
     sdpa_math) are skipped where one such fp32 matrix of B*H*T*T entries would exceed
-    ``max_dense_mib``. Returns a JSON-ready dict: the setting, device, torch version, date and one
-    row per (T, method) with the SDPA kernel that ran.
+    ``max_dense_mib``. ``tiled_calls`` runs the tiled loop with the same number of blocks on tiny
+    inputs: the same ATen calls (counted, ``aten_calls`` in its row and in tiled's) with next to no
+    arithmetic, so its time is the tiled loop's per-call overhead. Returns a JSON-ready dict: the
+    setting, device, torch version, date and one row per (T, method) with the SDPA kernel that ran.
 
     Shape:
         q, k, v: (batch, heads, T, head_dim) for each T in ``lengths``
@@ -215,7 +230,7 @@ def attention_benchmark(lengths, heads: int = 8, head_dim: int = 64, batch: int 
     for t in lengths:
         q, k, v = (torch.randn(batch, heads, t, head_dim, generator=gen).to(device, dtype) for _ in range(3))
         dense_mib = batch * heads * t * t * 4 / MIB
-        chosen = [m for m in methods if m in ("tiled", "sdpa") or dense_mib <= max_dense_mib]
+        chosen = [m for m in methods if m in ("tiled", "sdpa", "tiled_calls") or dense_mib <= max_dense_mib]
         fns = {m: (lambda f=table[m][0]: f(q, k, v)) for m in chosen}
         with torch.no_grad():
             times = time_interleaved(fns, repeats=repeats, warmup=warmup, device=device)
@@ -226,7 +241,9 @@ def attention_benchmark(lengths, heads: int = 8, head_dim: int = 64, batch: int 
                        "sdpa_backend": None if backend is None else
                        sdpa_backend(q, k, v, None if backend == "default" else backend, is_causal=causal)}
                 flops = 4 * batch * heads * t * t * head_dim * (0.5 if causal else 1.0)
-                row["tflops"] = flops / (row["median_ms"] / 1e3) / 1e12
+                row["tflops"] = None if m == "tiled_calls" else flops / (row["median_ms"] / 1e3) / 1e12
+                if m in ("tiled", "tiled_calls"):
+                    row["aten_calls"] = len(aten_calls(table[m][0], q, k, v))
                 if memory:
                     row["peak_mib"] = peak_memory(table[m][0], q, k, v) / MIB
                 rows.append(row)
@@ -249,6 +266,7 @@ def results_markdown(results: dict, baseline: str = "sdpa") -> str:
         ratio = r["median_ms"] / base[r["T"]] if r["T"] in base else float("nan")
         mem = f"{r['peak_mib']:.1f}" if r.get("peak_mib") is not None else "–"
         kernel = KERNEL_NAMES.get(r["sdpa_backend"], r["sdpa_backend"]) if r["sdpa_backend"] else "–"
+        tflops = "–" if r.get("tflops") is None else f"{r['tflops']:.3f}"
         lines.append(f"| {r['T']} | {METHOD_NAMES.get(r['method'], r['method'])} | {kernel} | {r['median_ms']:.2f} | "
-                     f"{ratio:.2f} | {r['tflops']:.3f} | {mem} |")
+                     f"{ratio:.2f} | {tflops} | {mem} |")
     return "\n".join(lines)
