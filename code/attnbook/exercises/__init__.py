@@ -40,6 +40,7 @@ CHAPTERS = {
     "gpt": "从 Transformer 到 GPT：仅解码器的语言模型",
     "efficient_attention": "高效注意力",
     "recent_attention": "注意力的新形态",
+    "serving": "推理时的注意力",
 }
 
 
@@ -159,3 +160,4 @@ from . import words as _words  # noqa: E402,F401
 from . import heads as _heads  # noqa: E402,F401
 from . import models as _models  # noqa: E402,F401
 from . import efficient as _efficient  # noqa: E402,F401
+from . import serving as _serving  # noqa: E402,F401
