@@ -3,8 +3,15 @@
 The first cell installs ``attnbook`` from the repository configured in ``_config.yml``, pinned to the
 commit the book is built from (``book_ref``), when it is not importable. Sphinx-only syntax is rewritten into plain Markdown a notebook can show:
 ``{literalinclude}`` of a ``:pyobject:`` becomes the function's source, ``{exercise}`` and
-``{solution}`` become a heading and a collapsed ``<details>``, other directives a quoted block,
+``{solution}`` become a heading and a collapsed ``<details>`` (a gated ``{solution-start}`` … ``{solution-end}``, which
+holds code cells, a heading), other directives a quoted block,
 and roles (``{cite}``, ``{glue:text}``, ``{term}``…) their plain text.
+
+A coding exercise's reference solution (a code cell tagged ``exercise-solution``, inside a gated solution) does not
+run in the notebook: with the solution's text it becomes a collapsed ``<details>`` Markdown cell showing the code, so
+the reader's stub stays unfinished, the check cell
+after it says "还没有实现", and the notebook runs on to the end. The book's build runs the solution, so the page
+shows a passing check (the convention: chapters/exercises.md).
 """
 
 from __future__ import annotations
@@ -105,6 +112,10 @@ def to_plain_markdown(text: str, chapter: Path) -> str:
             return f"**练习** {arg}\n\n{content}"
         if name == "solution":
             return f"<details><summary>解答</summary>\n\n{content}\n\n</details>"
+        if name == "solution-start":     # a gated solution: its code cells follow, up to {solution-end}
+            return "**解答**"
+        if name == "solution-end":
+            return ""
         if name in ("code-cell", "glue:figure", "bibliography", "tableofcontents"):
             return ""
         title = arg or name
@@ -126,11 +137,32 @@ def to_plain_markdown(text: str, chapter: Path) -> str:
     return LOCAL_LINK.sub(r"\g<text>", ROLE.sub(role, text))
 
 
+SOLUTION_TAG = "exercise-solution"
+SOLUTION_HEADING = "**解答**"   # what a {solution-start} becomes
+
+
+def solution_as_markdown(cell: nbformat.NotebookNode, intro: str = "") -> nbformat.NotebookNode:
+    """A reference solution the reader can read but that does not run: its text and code, collapsed."""
+    text = f"{intro.strip()}\n\n" if intro.strip() else ""
+    return nbformat.v4.new_markdown_cell(
+        f"<details><summary>解答（点击展开；先自己写，再对照）</summary>\n\n{text}"
+        f"```python\n{cell.source.strip()}\n```\n\n</details>")
+
+
 def to_notebook(chapter: Path, repo_url: str, ref: str) -> nbformat.NotebookNode:
     nb = jupytext.read(chapter)
+    cells = []
     for cell in nb.cells:
         if cell.cell_type == "markdown":
             cell.source = to_plain_markdown(cell.source, chapter)
+        elif SOLUTION_TAG in cell.metadata.get("tags", []):
+            intro = ""           # the gated solution's text goes into the collapsed block with the code
+            if cells and cells[-1].cell_type == "markdown" and SOLUTION_HEADING in cells[-1].source:
+                before, intro = cells[-1].source.split(SOLUTION_HEADING, 1)
+                cells[-1].source = before.rstrip()
+            cell = solution_as_markdown(cell, intro)
+        cells.append(cell)
+    nb.cells = [c for c in cells if c.cell_type != "markdown" or c.source.strip()]  # e.g. a {solution-end}
     nb.cells.insert(0, nbformat.v4.new_code_cell(INSTALL_CELL.format(url=repo_url, ref=ref)))
     nb.metadata.pop("jupytext", None)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
