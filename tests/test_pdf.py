@@ -1,9 +1,12 @@
-"""The PDF edition (``make pdf``): every chapter in order, typeset maths, embedded fonts, bookmarks, margins."""
+"""The PDF edition (``make pdf``): every chapter in order, typeset maths, embedded fonts, bookmarks, margins,
+and a text layer that is the page's text (no radicals for ideographs)."""
 
 from __future__ import annotations
 
+import os
 import re
 import sys
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -11,11 +14,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "code" / "booktools"))
 import pdf_edition  # noqa: E402
+import pdf_text  # noqa: E402
 
 import pypdf  # noqa: E402  (structure: fonts, outline)
 import pypdfium2  # noqa: E402  (text and glyph positions: PDFium, fast)
 
-PDF = ROOT / "_build" / "pdf" / pdf_edition.NAME
+PDF = Path(os.environ.get("ATTNBOOK_PDF", ROOT / "_build" / "pdf" / pdf_edition.NAME))  # another: ATTNBOOK_PDF
 RAW_TEX = re.compile(r"\\\(|\\\)|\\\[|\\\]|\$\$")  # Sphinx's maths delimiters, left only where MathJax did not run
 
 
@@ -155,3 +159,77 @@ def test_size_and_page_count_reported(reader, capsys):
     with capsys.disabled():
         print(f"\n{PDF.name}: {len(reader.pages)} pages, {megabytes:.1f} MB")
     assert megabytes <= 40
+
+
+# The text layer: what a reader's search and copy get, read through each font's ToUnicode map as written
+# (pypdf reads it literally; PDFium's text normalizes compatibility characters, so it would hide a radical).
+WORDS = ("注意力", "用", "一", "长", "大", "力")
+
+
+def literal_text(reader, pages) -> str:
+    return "".join(reader.pages[number].extract_text() for number in pages)
+
+
+def test_character_maps_name_no_radical(reader):
+    """Every character a reader can extract comes through a ToUnicode map: none may give a radical
+    (U+2E80–U+2EFF, U+2F00–U+2FDF; the prose uses none), e.g. ⼒ U+2F12 for the 力 the page shows."""
+    found = {}
+    for number in sorted({ref.idnum for page in reader.pages
+                          for font in (page.get("/Resources", {}).get("/Font", {}) or {}).values()
+                          for ref in [font.get_object().get("/ToUnicode")] if ref is not None}):
+        for radical in pdf_text.radicals_in_cmap(reader.get_object(number).get_data()):
+            found.setdefault(chr(radical), number)
+    assert not found, f"{len(found)} radicals in the text layer, e.g. {sorted(found)[:12]} (pdf_text.fix_pdf not run?)"
+
+
+@pytest.fixture(scope="module")
+def sample(reader):
+    """Each chapter's first page and every 25th page: few enough for pypdf's text extraction (≈0.2 s a page)."""
+    pages = {page for _, page in chapter_bookmarks(reader)} | set(range(1, len(reader.pages), 25))
+    return sorted(pages)
+
+
+def test_extracted_text_is_the_pages_text(reader, pages_text, sample):
+    """pypdf's text of the sampled pages: no radical, every chapter title as the HTML has it (most contain 注意力),
+    and 注意力, 用, 一 … as often as on the printed page (PDFium's text, which shows the page's characters)."""
+    literal = squash(literal_text(reader, sample))
+    radicals = sorted(set(pdf_text.RADICALS.findall(literal)))
+    assert not radicals, f"radicals in the extracted text: {radicals[:12]}"
+    for title in chapter_titles():
+        assert squash(title) in literal, f"chapter title {title!r} not in the extracted text"
+    shown = squash("".join(pages_text[number] for number in sample))
+    for word in WORDS:
+        assert literal.count(word) == shown.count(word) > 0, f"{word}: {literal.count(word)} extracted, {shown.count(word)} shown"
+
+
+def test_attention_searchable_as_often_as_the_html_has_it(pages_text, built_single_page):
+    """注意力 across the whole PDF (every map checked above, so PDFium's text is the extracted text) at least as
+    often as in the text of the printed page's <main> (the PDF adds the title page; it may never lose one)."""
+    main = re.search(r"<main\b.*?</main>", built_single_page, flags=re.S).group(0)
+    html = re.sub(r"<(script|style|nav)\b.*?</\1>|<[^>]+>", "", main, flags=re.S)
+    expected = squash(unicodedata.normalize("NFC", html)).count("注意力")
+    found = squash("".join(pages_text)).count("注意力")
+    assert expected >= 300 and found >= expected, (found, expected)
+
+
+@pytest.fixture(scope="module")
+def built_single_page() -> str:
+    page = pdf_edition.SINGLE / "book.html"
+    assert page.exists(), "run `make pdf` first (make test does)"
+    return page.read_text(encoding="utf-8")
+
+
+def test_rewritten_character_map_names_the_ideographs():
+    """A map as Chromium writes it (a radical in a bfchar line and inside a bfrange's span) comes back with
+    the ideographs: the Kangxi radicals' compatibility decompositions (Unicode's own), and ⻓ U+2ED3, which has
+    none but shares 长's glyph in Noto CJK SC."""
+    cmap = (b"/CIDInit /ProcSet findresource begin\n12 dict begin\nbegincmap\n1 begincodespacerange\n<00> <FF>\n"
+            b"endcodespacerange\n3 beginbfchar\n<80> <2F12>\n<81> <6CE8>\n<82> <2ED3>\nendbfchar\n"
+            b"2 beginbfrange\n<01> <03> <2F00>\n<10> <11> <0041>\nendbfrange\nendcmap\nend\nend")
+    radicals = pdf_text.radicals_in_cmap(cmap)
+    assert radicals == {0x2F12, 0x2ED3, 0x2F00, 0x2F01, 0x2F02}
+    fixed = pdf_text.parse_cmap(pdf_text.rewrite_cmap(cmap, pdf_text.ideographs_for(radicals)))
+    nfkc = {code: unicodedata.normalize("NFKC", text) for code, text in pdf_text.parse_cmap(cmap).items()}
+    assert fixed == {**nfkc, b"82": "长"}
+    assert fixed[b"80"] == "力" and fixed[b"01"] == "一" and fixed[b"10"] == "A"
+    assert not pdf_text.radicals_in_cmap(pdf_text.rewrite_cmap(cmap, pdf_text.ideographs_for(radicals)))

@@ -12,6 +12,8 @@ every output through another toolchain (and XeLaTeX with CJK fonts is a 1 GB Deb
    for print (a title page with the commit, the root page as 关于本书, parts / chapters / sections as h1 / h2 / h3
    so the PDF outline has bookmarks for each, collapsed blocks opened, a note under each widget) and prints it
    to A4 with page numbers.
+3. ``pdf_text.fix_pdf`` rewrites the character maps in which Chromium names a radical (⼒ U+2F12) for an
+   ideograph sharing its glyph (力), so that the text a reader searches and copies is the page's.
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ import sys
 import threading
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import pdf_text  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SINGLE = ROOT / "_build" / "singlehtml"
@@ -242,6 +247,9 @@ def main() -> int:
     page = SINGLE / "book.html" if args.skip_build else build_single_page(jupyter_book)
     out = OUT / NAME
     info = print_pdf(page, out, args.chromium)
+    text_start = time.perf_counter()
+    info["text_layer"] = pdf_text.fix_pdf(out)  # radicals in Chromium's character maps -> the page's ideographs
+    info["text_layer"]["seconds"] = round(time.perf_counter() - text_start, 1)
     info.update(path=str(out.relative_to(ROOT)), megabytes=round(out.stat().st_size / 2**20, 1),
                 seconds=round(time.perf_counter() - start, 1))
     print(json.dumps(info, ensure_ascii=False))
