@@ -82,6 +82,12 @@ def test_scheduler_outputs_equal_greedy_generate_and_blocks_come_back(continuous
     assert all(b <= 3 for b, _ in sched.passes)
     assert cache.used_blocks() == 0 and len(cache.free_blocks) == 24 and len(cache) == 0
     assert sched.peak_blocks <= 24
+    # a count-only run (no model) makes the same passes
+    dry = BatchScheduler(None, _cache(model, num_blocks=24, block_size=4), max_batch=3, continuous=continuous)
+    for r in reqs:
+        dry.submit(Request(r.name, r.prompt, r.max_new_tokens))
+    dry.run()
+    assert dry.passes == sched.passes and dry.peak_blocks == sched.peak_blocks
     # every token fed is one cached token: prompt + all generated but the last
     assert sum(t for _, t in sched.passes) == sum(r.prompt.numel() + r.max_new_tokens - 1 for r in reqs)
 

@@ -58,7 +58,12 @@ def paged_forward(model, cache: PagedKVCache, seqs: list, new_ids: list[Tensor])
     tables = [cache.tables[s] for s in seqs]
     width = max(map(len, tables))
     table = torch.tensor([t + [0] * (width - len(t)) for t in tables], dtype=torch.long, device=dev)   # (B, nb)
-    key_pos = torch.arange(width * cache.block_size, device=dev)                              # (S_max,)
+    real = torch.arange(T, device=dev) < torch.tensor(n, device=dev)[:, None]                 # (B, T) not padding
+    S = cache.block_size
+    # where each real new token goes: block table[b, pos // S], slot pos % S (all sequences at once)
+    write_blocks = table.gather(1, (pos // S).clamp(max=width - 1))[real]                     # (n_real,)
+    write_slots = (pos % S)[real]                                                             # (n_real,)
+    key_pos = torch.arange(width * S, device=dev)                                             # (S_max,)
     # query (b, t) sees key j of its own sequence iff j <= pos[b, t] (padded rows see junk and are dropped)
     mask = key_pos <= pos[:, :, None]                                                         # (B, T, S_max)
     x = model.embed(ids)                                                                      # (B, T, D)
@@ -68,8 +73,9 @@ def paged_forward(model, cache: PagedKVCache, seqs: list, new_ids: list[Tensor])
         q = _rotate(mha, split_heads(mha.w_q(h), mha.num_heads), pos)                         # (B, H, T, Dh)
         k = _rotate(mha, split_heads(mha.w_k(h), mha.num_kv_heads), pos)                      # (B, Hkv, T, Dh)
         v = split_heads(mha.w_v(h), mha.num_kv_heads)
-        for b, s in enumerate(seqs):                                 # only the real tokens go into the cache
-            cache.write(s, li, int(starts[b]), k[b, :, :n[b]], v[b, :, :n[b]])
+        # only the real tokens go into the cache; the indexed view pool[li][blocks, :, slots] is (n_real, Hkv, Dh)
+        cache.pool_k[li][write_blocks, :, write_slots] = k.transpose(1, 2)[real]
+        cache.pool_v[li][write_blocks, :, write_slots] = v.transpose(1, 2)[real]
         blocks_k, blocks_v = cache.pool_k[li][table], cache.pool_v[li][table]                 # (B, nb, Hkv, S, Dh)
         keys = blocks_k.transpose(1, 2).flatten(2, 3)                                         # (B, Hkv, S_max, Dh)
         values = blocks_v.transpose(1, 2).flatten(2, 3)
@@ -138,12 +144,18 @@ class BatchScheduler:
         if not self.running:
             raise OutOfBlocks("no request fits in the pool")
         feed = [r.prompt if not r.output else torch.tensor(r.output[-1:]) for r in self.running]
-        logits = paged_forward(self.model, self.cache, [r.name for r in self.running],
-                               [f.to(self.cache.pool_k.device) for f in feed])
+        if self.model is None:                                       # count only: reserve the slots, compute nothing
+            for r, f in zip(self.running, feed):
+                self.cache.reserve(r.name, f.numel())
+            chosen = [-1] * len(feed)
+        else:
+            logits = paged_forward(self.model, self.cache, [r.name for r in self.running],
+                                   [f.to(self.cache.pool_k.device) for f in feed])
+            chosen = [int(z[-1].argmax()) for z in logits]
         self.passes.append((len(self.running), sum(f.numel() for f in feed)))
         self.peak_blocks = max(self.peak_blocks, self.cache.used_blocks())
-        for r, z in zip(self.running, logits):
-            r.output.append(int(z[-1].argmax()))
+        for r, c in zip(self.running, chosen):
+            r.output.append(c)
         for r in [r for r in self.running if len(r.output) == r.max_new_tokens]:
             self.cache.free(r.name)                                   # its blocks go back to the free list
             self.running.remove(r)
