@@ -123,6 +123,18 @@ def info(name: str) -> Exercise:
     return _lookup(name)[0]
 
 
+_WARM = []
+
+
+def _warm_up() -> None:
+    """Pay once, in this process, for torch's lazy imports (torch.broadcast_shapes imports sympy, ~1 s),
+    so that the forked child of every check does not pay it again."""
+    if not _WARM:
+        import torch
+        torch.broadcast_shapes((2, 1), (1, 3))
+        _WARM.append(True)
+
+
 def check(name: str, fn: Callable, *, timeout: float = 5.0) -> Result:
     """Check ``fn`` against exercise ``name``; never raises for a wrong, crashing or slow fn.
 
@@ -133,6 +145,8 @@ def check(name: str, fn: Callable, *, timeout: float = 5.0) -> Result:
         return Result(name, False, f"未通过：要检查的应当是一个函数，得到的是 {type(fn).__name__}。")
     if not (isinstance(timeout, (int, float)) and timeout > 0):
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+
+    _warm_up()
 
     def job():
         out = tuple(checker(fn))

@@ -39,9 +39,10 @@ class Mistake:
 
     key: str
     short: str
-    fn: Callable
+    fn: Callable | None
     detail: str = ""
     where: str = ""          # overrides the exercise's section when the explanation lives elsewhere
+    test: Callable | None = None   # test(args, kwargs, expected, got) -> bool, where no single output is "the" wrong one
 
 
 def _clone(obj):
@@ -179,6 +180,11 @@ def _inputs(case: Case, arg_names: Sequence[str]) -> str:
 
 def _matches(m: Mistake, case: Case, expected, got) -> bool:
     """fn's output equals this mistake's output, which differs from the expected one."""
+    if m.test is not None:
+        try:
+            return bool(m.test(case.args, case.kwargs, expected, got))
+        except Exception:   # noqa: BLE001 -- got is not even of the right kind
+            return False
     try:
         wrong = m.fn(*_clone(case.args), **_clone(case.kwargs))
     except Exception:   # noqa: BLE001 -- this mistake crashes here, so it is not what fn did
@@ -199,6 +205,9 @@ def _recognise(fn, reference, mistakes, cases, first: int, expected, got) -> Mis
             continue
         kept = []
         for m in candidates:
+            if m.test is not None:
+                kept.append(m)
+                continue
             try:
                 w = m.fn(*_clone(case.args), **_clone(case.kwargs))
             except Exception:   # noqa: BLE001

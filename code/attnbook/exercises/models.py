@@ -226,6 +226,20 @@ def _top_p_variant(keep_rule="crossing", ties=True, ascending=False, fill=float(
     return f
 
 
+def _drops_ties(args, kwargs, expected, got) -> bool:
+    """got keeps a proper subset of the kept tokens, dropping only tokens tied with the least probable kept one."""
+    logits = args[0]
+    kept_e, kept_g = torch.isfinite(expected), torch.isfinite(got)
+    if got.shape != expected.shape or (kept_g & ~kept_e).any() or bool((kept_g == kept_e).all()):
+        return False
+    if not torch.equal(got[kept_g], logits[kept_g]):
+        return False
+    probs = torch.softmax(logits.double(), -1)
+    least = torch.where(kept_e, probs, torch.ones_like(probs)).amin(-1, keepdim=True).expand_as(probs)
+    dropped = kept_e & ~kept_g
+    return bool(torch.isclose(probs[dropped], least[dropped], rtol=1e-6, atol=0).all())
+
+
 def _check_top_p(fn):
     t = torch.tensor
     lg = lambda *ps: torch.log(t(ps))  # noqa: E731
@@ -242,7 +256,8 @@ def _check_top_p(fn):
                 _top_p_variant(keep_rule="strict"),
                 "top-p 保留累计概率刚达到 p 的最小集合，所以使累计概率越过 p 的那个词元也要保留。", where),
         Mistake("no_ties", "没有保留与最后一个词元并列的词元：保留哪些取决于排序怎样安排相等的值",
-                _top_p_variant(ties=False), "本书的规则：与最后保留的词元概率相等的都保留。", where),
+                None, "本书的规则：与最后保留的词元概率相等的都保留（Hugging Face 的 TopPLogitsWarper 只保留其中一部分）。",
+                where, test=_drops_ties),
         Mistake("ascending", "排序方向反了：从概率最小的词元开始累加", _top_p_variant(ascending=True), "", where),
         Mistake("zero_fill", "丢掉的词元设成了 0，应当是 −inf（Softmax 后概率为 0）", _top_p_variant(fill=0.0), "", where),
     ]
