@@ -1,6 +1,6 @@
 """``make torch-floor``: the oldest torch ``requirements.txt`` allows, with the newest of everything else.
 
-Builds a clean virtual environment (``_build/torch-floor/venv``) with ``torch==<floor>`` (the floor read from
+Builds a clean virtual environment (``_build/torch-floor/venv-<version>``) with ``torch==<floor>`` (the floor read from
 ``requirements.txt``'s ``torch>=`` line, or ``--torch``) and the rest of ``requirements.txt`` at whatever pip
 then picks (the project's ``constraints.txt`` is not used: it pins the build's torch), runs the package's unit
 tests (the test files that import ``attnbook``, without the browser, book and notebook ones) and executes every
@@ -28,7 +28,7 @@ import reader_envs
 from notebooks import ROOT, chapter_sources
 from run_notebooks import Run, execute_all
 
-ENV = ROOT / "_build" / "torch-floor" / "venv"
+ENVS = ROOT / "_build" / "torch-floor"   # one venv per torch version: venv-<version>
 # Test-only references the unit tests import (as in requirements-dev.txt), and the kernel.
 # Tests that read a build tool's own output (myst-nb), not the package: left out, named in the record.
 DESELECT = ["tests/test_chapter_runtime.py::test_glue_emits_myst_nb_bundle_in_the_build_and_nothing_for_a_reader"]
@@ -63,15 +63,20 @@ def package_tests() -> list[Path]:
 
 
 def build_env(torch: str) -> tuple[Path, str]:
+    env = ENVS / f"venv-{torch}"
     key = reader_envs._key(ROOT / "requirements.txt", ROOT / "pyproject.toml", extra=torch + " ".join(TEST_PACKAGES))
-    python, reused = reader_envs._fresh_venv(ENV, key)
+    python, reused = reader_envs._fresh_venv(env, key)
     if not reused:
-        print(f"building {ENV} with torch=={torch} (a CUDA wheel from PyPI: several GB)", flush=True)
+        print(f"building {env} with torch=={torch} (a CUDA wheel from PyPI: several GB)", flush=True)
         reader_envs._pip(python, "--upgrade", "pip")
-        # requirements.txt ends in `-e .`, relative to the working folder.
-        reader_envs._quiet([str(python), "-m", "pip", "install", "-q", "--no-compile", f"torch=={torch}",
-                            "-r", "requirements.txt", *TEST_PACKAGES], cwd=ROOT)
-        (ENV / ".key").write_text(key)
+        # requirements.txt less its torch line (so that --torch may go below the floor) and its `-e .`, whose
+        # dependencies are the same list; the package itself then goes in without them.
+        others = env / "requirements-others.txt"
+        others.write_text("".join(line + "\n" for line in (ROOT / "requirements.txt").read_text().splitlines()
+                                  if not re.match(r"\s*(torch\b|-e\s)", line)))
+        reader_envs._pip(python, f"torch=={torch}", "-r", str(others), *TEST_PACKAGES)
+        reader_envs._pip(python, "--no-deps", "-e", str(ROOT))
+        (env / ".key").write_text(key)
     return python, reader_envs._kernel(python, "torch-floor")
 
 
@@ -165,7 +170,7 @@ def main() -> int:
     start = time.perf_counter()
     python, kernel = build_env(torch)
     tests = None if args.no_tests else run_tests(python)
-    runs = run_chapters(ENV, kernel, torch, args.workers, [c for c in args.chapters.split(",") if c])
+    runs = run_chapters(python.parent.parent, kernel, torch, args.workers, [c for c in args.chapters.split(",") if c])
     text = record(torch, python, tests, runs, time.perf_counter() - start)
     args.out.write_text(text, encoding="utf-8")
     print(text)
