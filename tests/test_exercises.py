@@ -326,3 +326,22 @@ def test_register_a_new_exercise():
             exercises.register(ex, lambda fn: (True, ""))
     finally:
         exercises._REGISTRY.pop("_demo_double")
+
+
+def test_teacher_command_stops_a_file_that_never_finishes_importing(tmp_path, monkeypatch, capsys):
+    from attnbook.exercises import __main__ as teacher
+    hang = tmp_path / "hang.py"
+    hang.write_text("while True:\n    pass\n", encoding="utf-8")
+    monkeypatch.setattr(teacher._load, "__defaults__", (1.0,))
+    start = time.perf_counter()
+    assert teacher.main([str(hang)]) == 1
+    assert time.perf_counter() - start < 5.0 and "无法导入" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_with_cuda_in_use_the_check_runs_in_process():
+    """A forked child cannot use CUDA; once the parent has used it, a solution that puts tensors on the GPU still
+    passes, and an endless loop is still stopped."""
+    torch.zeros(1, device="cuda")
+    assert exercises.check("causal_mask", lambda n: torch.ones(n, n, dtype=torch.bool, device="cuda").tril()).passed
+    assert exercises.check("stable_softmax", _loops, timeout=1.0).mistake == "timeout"

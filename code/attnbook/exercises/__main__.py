@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import io
 import contextlib
+import io
+import signal
 import sys
 import unicodedata
 from pathlib import Path
@@ -25,7 +26,24 @@ def _pad(s: str, w: int) -> str:
     return s + " " * max(0, w - _width(s))
 
 
-def _load(path: Path) -> dict:
+def _load(path: Path, limit: float = 60.0) -> dict:
+    """Import a student's file (its top-level code runs, stopped after ``limit`` seconds)."""
+    def _alarm(signum, frame):
+        raise TimeoutError(f"导入超过 {limit:g} 秒（文件顶层的代码停不下来？）")
+
+    use_alarm = hasattr(signal, "setitimer")
+    if use_alarm:
+        old = signal.signal(signal.SIGALRM, _alarm)
+        signal.setitimer(signal.ITIMER_REAL, limit)
+    try:
+        return _exec(path)
+    finally:
+        if use_alarm:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+
+
+def _exec(path: Path) -> dict:
     spec = importlib.util.spec_from_file_location(f"_attnbook_student_{abs(hash(str(path)))}", path)
     module = importlib.util.module_from_spec(spec)
     sys.path.insert(0, str(path.parent))

@@ -1,10 +1,11 @@
 """Run a checker on a reader's function with a time limit, never letting its errors escape.
 
-On Linux (Colab, Binder, CI, a local Jupyter kernel) the whole check runs in a forked child: a function
+On Linux (Colab, Binder, CI, a local Jupyter kernel), unless CUDA is already in use, the whole check runs in a
+forked child: a function
 that loops forever, even inside one long C call, is killed when the time is up, and nothing it does
 (printing, changing globals, calling ``sys.exit``) reaches the caller. The child reports the case it is
 working on before each call, so a timeout names the case. Where ``fork`` is missing, the check runs in
-this process, stopped by ``signal.setitimer`` when on the main thread (a pure-Python loop is interrupted;
+this process (also once CUDA is in use: a forked child cannot use it), stopped by ``signal.setitimer`` when on the main thread (a pure-Python loop is interrupted;
 a long C call finishes first), else without a limit.
 """
 
@@ -59,7 +60,11 @@ def _frames(buf: bytes) -> list:
 
 
 def _can_fork() -> bool:
-    return hasattr(os, "fork") and sys.platform.startswith("linux") and not os.environ.get("ATTNBOOK_EXERCISES_NOFORK")
+    if not (hasattr(os, "fork") and sys.platform.startswith("linux")) or os.environ.get("ATTNBOOK_EXERCISES_NOFORK"):
+        return False
+    torch = sys.modules.get("torch")
+    # CUDA cannot be used in a forked child: a reader's code that puts a tensor on the GPU would fail there.
+    return not (torch is not None and torch.cuda.is_initialized())
 
 
 def run_with_timeout(job, timeout: float):
