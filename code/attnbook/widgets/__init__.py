@@ -1,5 +1,6 @@
 """Interactive figures that work in a live kernel (anywidget) and on the static HTML page (no kernel)."""
 
+from .block_table import BlockTableWidget
 from .cross_attention import CrossAttentionWidget
 from .dk_scaling import DkScalingWidget
 from .head_browser import AttentionHeadBrowser
@@ -13,6 +14,6 @@ from .softmax_temperature import SoftmaxTemperatureWidget
 from .static import StaticFallbackWidget
 from .tile_map import TileMapWidget
 
-__all__ = ["AttentionHeadBrowser", "CrossAttentionWidget", "DkScalingWidget", "KernelRegressionWidget",
+__all__ = ["AttentionHeadBrowser", "BlockTableWidget", "CrossAttentionWidget", "DkScalingWidget", "KernelRegressionWidget",
            "OnlineSoftmaxWidget", "RopeScalingWidget", "RotaryWidget", "SamplingWidget", "SinusoidalExplorerWidget",
            "SoftmaxTemperatureWidget", "StaticFallbackWidget", "TileMapWidget"]
