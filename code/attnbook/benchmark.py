@@ -238,6 +238,7 @@ def attention_benchmark(lengths, heads: int = 8, head_dim: int = 64, batch: int 
                 backend = table[m][1]
                 row = {"T": t, "method": m, "median_ms": 1e3 * statistics.median(times[m]),
                        "min_ms": 1e3 * min(times[m]), "max_ms": 1e3 * max(times[m]),
+                       "times_ms": [1e3 * x for x in times[m]],                  # round by round
                        "sdpa_backend": None if backend is None else
                        sdpa_backend(q, k, v, None if backend == "default" else backend, is_causal=causal)}
                 flops = 4 * batch * heads * t * t * head_dim * (0.5 if causal else 1.0)
