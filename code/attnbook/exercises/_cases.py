@@ -121,8 +121,12 @@ def compare(expected, got, atol: float = 1e-5, rtol: float = 1e-4) -> str | None
         close = torch.isclose(g, e, atol=atol, rtol=rtol, equal_nan=True)
         if bool(close.all()):
             return None
-        if (torch.isinf(g) & ~torch.isinf(e)).any():
-            return "结果里出现了 inf"
+        bad_inf = torch.isinf(g) & ~torch.isinf(e)
+        if bad_inf.any():
+            return f"有 {int(bad_inf.sum())} 个元素应当是有限的数，得到的是 ±inf"
+        lost_inf = torch.isinf(e) & ~torch.isinf(g)
+        if lost_inf.any():
+            return f"有 {int(lost_inf.sum())} 个元素应当是 −inf（或 inf），得到的是有限的数"
         diff = torch.where(close, torch.zeros_like(e), (g - e).abs().nan_to_num(math.inf))
         idx = tuple(int(i) for i in torch.unravel_index(diff.argmax(), diff.shape)) if diff.dim() else ()
         where = f"，在下标 {idx}：期望 {_num(e[idx].item())}，得到 {_num(g[idx].item())}" if idx else ""
