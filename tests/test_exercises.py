@@ -345,3 +345,19 @@ def test_with_cuda_in_use_the_check_runs_in_process():
     torch.zeros(1, device="cuda")
     assert exercises.check("causal_mask", lambda n: torch.ones(n, n, dtype=torch.bool, device="cuda").tril()).passed
     assert exercises.check("stable_softmax", _loops, timeout=1.0).mistake == "timeout"
+
+
+def test_a_child_that_hangs_before_the_first_case_falls_back_to_this_process(monkeypatch):
+    """If the forked child hangs before it reaches the reader's function (e.g. a lock held at fork time), the check
+    runs again in this process instead of blaming the reader."""
+    from attnbook.exercises import _runner
+    calls = []
+    real = _runner._run_forked
+
+    def hung_child(job, timeout):
+        calls.append(timeout)
+        return real(lambda: time.sleep(60), 0.5)          # a child that never reports a case
+
+    monkeypatch.setattr(_runner, "_run_forked", hung_child)
+    result = exercises.check("stable_softmax", CORRECT.stable_softmax, timeout=2.0)
+    assert calls and result.passed, result.message

@@ -74,7 +74,11 @@ def run_with_timeout(job, timeout: float):
     child died without answering (a segfault, os._exit in fn).
     """
     if _can_fork():
-        return _run_forked(job, timeout)
+        out = _run_forked(job, timeout)
+        if out != ("hung",):
+            return out
+        # The child never reached the reader's function: something of this process (a lock held by another
+        # thread at fork time) hung it, not the reader's code. Run the check here instead.
     return _run_inline(job, timeout)
 
 
@@ -134,6 +138,8 @@ def _run_forked(job, timeout: float):
             return f[1:]
         if f[0] == "crash":
             return f
+    if not done and not frames:
+        return ("hung",)
     if not done:
         case = next((f for f in reversed(frames) if f[0] == "case"), ("case", "", ""))
         return ("timeout", case[1], case[2])
