@@ -36,12 +36,18 @@ def _exercise_fields(call: ast.Call, where: str) -> dict:
     return {f: values.get(f, () if f == "covers" else "") for f in FIELDS} | {"covers": list(values.get("covers", ()))}
 
 
+def chapter_titles(package: Path = PACKAGE) -> dict[str, str]:
+    """The package's ``CHAPTERS``: chapter file stem -> title, in book order."""
+    init = ast.parse((package / "__init__.py").read_text(encoding="utf-8"))
+    return next(ast.literal_eval(n.value) for n in init.body
+                if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", None) == "CHAPTERS")
+
+
 def registry(package: Path = PACKAGE) -> list[dict]:
     """Every exercise's fields, ordered as ``exercises.names()`` orders them: chapters in book order (the
     package's ``CHAPTERS``), then registration order (modules as ``__init__`` imports them, calls top to bottom)."""
     init = ast.parse((package / "__init__.py").read_text(encoding="utf-8"))
-    chapters = next(ast.literal_eval(n.value) for n in init.body
-                    if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", None) == "CHAPTERS")
+    chapters = chapter_titles(package)
     modules = [a.name for n in init.body if isinstance(n, ast.ImportFrom) and n.level == 1 and n.module is None
                for a in n.names]
     found = []
@@ -83,20 +89,23 @@ class ExerciseListDirective(SphinxDirective):
         for path in sorted(PACKAGE.glob("*.py")):
             self.env.note_dependency(str(path))          # re-read when an exercise changes
         try:
-            exercises = registry()
+            exercises, titles = registry(), chapter_titles()
         except (ValueError, OSError, StopIteration) as exc:
             raise self.error(f"exercise-list: cannot read the registry: {exc}") from None
         table, body = table_frame(HEADERS, "attnbook-exercise-table")
         previous = None
         for ex in exercises:
-            source_path = srcdir / "chapters" / f"{ex['chapter']}.md"
-            source = source_path.read_text(encoding="utf-8") if source_path.exists() else ""
+            doc = f"chapters/{ex['chapter']}"
+            in_book = doc in self.env.found_docs            # a chapter not (yet) in the book: no links
+            source_path = srcdir / f"{doc}.md"
+            source = source_path.read_text(encoding="utf-8") if in_book and source_path.exists() else ""
             if source:
                 self.env.note_dependency(str(source_path))
             label, sections = chapter_labels(source, ex["name"])
             chapter = nodes.paragraph()
-            if ex["chapter"] != previous and source:
-                chapter += _xref(self.env.docname, f"/chapters/{ex['chapter']}", "doc", ex["chapter"])
+            if ex["chapter"] != previous:
+                chapter += _xref(self.env.docname, f"/{doc}", "doc", ex["chapter"]) if in_book \
+                    else nodes.inline(text=titles.get(ex["chapter"], ex["chapter"]))
             previous = ex["chapter"]
             name = nodes.paragraph("", "", _xref(self.env.docname, label, "ref", ex["name"], literal=True)
                                    if label else nodes.literal(text=ex["name"]))
