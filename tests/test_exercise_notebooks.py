@@ -66,6 +66,12 @@ def is_stub(fn: ast.FunctionDef) -> bool:
     return len(body) == 1 and isinstance(body[0], ast.Raise) and "NotImplementedError" in ast.unparse(body[0])
 
 
+def signature_params(signature: str) -> list[str]:
+    """Parameter names of a registry signature such as ``stable_softmax(z, dim=-1) -> Tensor``."""
+    inside = signature[signature.index("(") + 1:signature.index(")")]
+    return [p.split("=")[0].strip() for p in inside.split(",") if p.strip()]
+
+
 def tags(cell) -> list[str]:
     return cell.metadata.get("tags", [])
 
@@ -101,6 +107,10 @@ def test_each_check_follows_a_stub_and_a_collapsed_reference_solution(chapter):
         assert is_stub(defines(nb.cells[stub], fn)) and "exercise-solution" not in tags(nb.cells[stub]), \
             f"{chapter.stem}: the cell before the solution of {name} is not a stub (docstring + raise NotImplementedError)"
         assert "exercise-solution" in tags(nb.cells[solution]) and not is_stub(defines(nb.cells[solution], fn))
+        wanted = signature_params(exercises.info(name).signature)
+        for k in (stub, solution):
+            got = [a.arg for a in defines(nb.cells[k], fn).args.args]
+            assert got == wanted, f"{chapter.stem}: {fn}({', '.join(got)}) does not match the registry's {wanted}"
         between = "\n".join(c.source for c in nb.cells[stub + 1:i] if c.cell_type == "markdown")
         assert re.search(r"\{solution-start\}", between) and re.search(r"\{solution-end\}", between), \
             f"{chapter.stem}: the solution of {name} must sit in a gated {{solution-start}} … {{solution-end}} block"
