@@ -143,16 +143,17 @@ class BatchScheduler:
         self._admit()
         if not self.running:
             raise OutOfBlocks("no request fits in the pool")
-        feed = [r.prompt if not r.output else torch.tensor(r.output[-1:]) for r in self.running]
+        sizes = [1 if r.output else r.prompt.numel() for r in self.running]   # prompt first, then one token a pass
         if self.model is None:                                       # count only: reserve the slots, compute nothing
-            for r, f in zip(self.running, feed):
-                self.cache.reserve(r.name, f.numel())
-            chosen = [-1] * len(feed)
+            for r, n in zip(self.running, sizes):
+                self.cache.reserve(r.name, n)
+            chosen = [-1] * len(sizes)
         else:
+            feed = [torch.tensor(r.output[-1:]) if r.output else r.prompt for r in self.running]
             logits = paged_forward(self.model, self.cache, [r.name for r in self.running],
                                    [f.to(self.cache.pool_k.device) for f in feed])
             chosen = [int(z[-1].argmax()) for z in logits]
-        self.passes.append((len(self.running), sum(f.numel() for f in feed)))
+        self.passes.append((len(self.running), sum(sizes)))
         self.peak_blocks = max(self.peak_blocks, self.cache.used_blocks())
         for r, c in zip(self.running, chosen):
             r.output.append(c)

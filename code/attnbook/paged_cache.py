@@ -90,7 +90,7 @@ class PagedKVCache:
 
     def used_blocks(self) -> int:
         """Blocks referenced by at least one sequence (a shared block counts once)."""
-        return sum(1 for c in self.ref_count if c > 0)
+        return self.num_blocks - len(self.free_blocks)               # a block is in use iff it is not free
 
     def held_nbytes(self, seq=None) -> int:
         """Bytes of the blocks in use (of one sequence's table when ``seq`` is given, shared blocks included)."""
