@@ -74,6 +74,22 @@ def test_model_pools_only_real_tokens():
     torch.testing.assert_close(seen["pooled"][0], seen["h"][0, :3].mean(0), rtol=1e-6, atol=1e-7)
 
 
+def test_source_pooling_averages_every_position_so_padding_moves_the_logits():
+    """pool="all" (the source's attended.mean(dim=1)): the head sees the mean over all T positions, padding included."""
+    model = tiny_model(pool="all")
+    ids = torch.tensor([[4, 5, 6, PAD_ID, PAD_ID]])
+    seen = {}
+    hooks = [model.head.register_forward_hook(lambda m, inp, out: seen.update(pooled=inp[0])),
+             model.norm.register_forward_hook(lambda m, inp, out: seen.update(h=out))]
+    logits, _ = model(ids)
+    torch.testing.assert_close(seen["pooled"][0], seen["h"][0].mean(0), rtol=1e-6, atol=1e-7)
+    for hook in hooks:
+        hook.remove()
+    assert logits.shape == (1, 2) and (model(ids[:, :3])[0] - logits).abs().max() > 1e-3   # two pads fewer: other logits
+    with pytest.raises(ValueError, match="pool must be 'real'"):
+        tiny_model(pool="mean")
+
+
 def test_ablation_without_attention_is_layernorm_then_mean_of_the_real_tokens():
     """attention=False: logits = head(mean over real t of LayerNorm(E[c_t] + PE(t))), written out with F.layer_norm."""
     model = tiny_model(attention=False)

@@ -87,6 +87,8 @@ class SelfAttentionClassifier(nn.Module):
     Padding (id ``pad_id``) is hidden from the attention (as keys) and from the pooling (as
     queries), so appending padding to a text leaves its logits unchanged. ``attention=False`` is the
     ablation without attention: h_t = LayerNorm(x_t), the same network otherwise (weights is None).
+    ``pool="all"`` is the source's pooling: the mean over all T positions, padding included (the
+    logits then depend on how far a text is padded).
 
     Shape:
         ids: (B, T) int64, T <= max_len -> logits (B, num_classes), weights (B, H, T, T).
@@ -94,9 +96,11 @@ class SelfAttentionClassifier(nn.Module):
 
     def __init__(self, vocab_size: int, num_classes: int = 2, d_model: int = 64, num_heads: int = 4,
                  max_len: int = 512, dropout: float = 0.1, attn_dropout: float = 0.0, pad_id: int = PAD_ID,
-                 attention: bool = True):
+                 attention: bool = True, pool: str = "real"):
         super().__init__()
-        self.pad_id, self.max_len = pad_id, max_len
+        if pool not in ("real", "all"):
+            raise ValueError(f"pool must be 'real' (mean over the real tokens) or 'all' (every position), got {pool!r}")
+        self.pad_id, self.max_len, self.pool = pad_id, max_len, pool
         self.embed = nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
         self.register_buffer("pe", sinusoidal_encoding(max_len, d_model), persistent=False)  # (max_len, D)
         self.attn = MultiHeadAttention(d_model, num_heads, attn_dropout) if attention else None
@@ -115,7 +119,8 @@ class SelfAttentionClassifier(nn.Module):
         else:
             a, weights = self.attn(x, x, x, padding_to_attention_mask(real))  # keys masked: (B, 1, 1, T)
             h = self.norm(x + self.drop(a))                         # residual + LayerNorm, (B, T, D)
-        return self.head(self.drop(masked_mean(h, real))), weights  # (B, C), (B, H, T, T)
+        pooled = masked_mean(h, real) if self.pool == "real" else h.mean(1)  # (B, D)
+        return self.head(self.drop(pooled)), weights                # (B, C), (B, H, T, T)
 
 
 def length_batches(lengths: Tensor, batch_size: int, generator: torch.Generator | None = None,
