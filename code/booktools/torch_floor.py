@@ -107,7 +107,7 @@ def run_tests(python: Path) -> tuple[int, str]:
 def check_cell(torch: str) -> nbformat.NotebookNode:
     """A first cell that stops the chapter if its kernel is not the floor environment's."""
     return nbformat.v4.new_code_cell(
-        f"import torch\nassert torch.__version__.split('+')[0] == {torch!r}, torch.__version__")
+        f"import torch\nassert torch.__version__.split('+')[0] in ({torch!r}, {torch + '.0'!r}), torch.__version__")
 
 
 def run_chapters(env: Path, kernel: str, torch: str, workers: int, only: list[str]) -> list[Run]:
