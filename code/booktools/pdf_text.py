@@ -166,8 +166,8 @@ def fix_pdf(path: Path) -> dict:
     out += b"xref\n0 1\n0000000000 65535 f \n"  # the free list's head, as in the printed table
     for num in sorted(offsets):
         out += b"%d 1\n%010d 00000 n \n" % (num, offsets[num])
-    keys = b"".join(b"/%s %s\n" % (key[1:].encode(), _ref(trailer.raw_get(key)))
-                    for key in ("/Root", "/Info") if key in trailer)
+    keys = b"".join(b"%s %s\n" % (key.encode(), _serialize(trailer.raw_get(key)))
+                    for key in trailer if key not in ("/Size", "/Prev", "/XRefStm"))  # /Root, /Info, /ID
     out += b"trailer\n<</Size %d\n%s/Prev %s>>\nstartxref\n%d\n%%%%EOF\n" % (trailer["/Size"], keys, prev[-1], xref)
     partial = path.with_suffix(".partial")
     partial.write_bytes(bytes(out))
@@ -175,8 +175,12 @@ def fix_pdf(path: Path) -> dict:
     return summary
 
 
-def _ref(obj) -> bytes:
-    return b"%d %d R" % (obj.idnum, obj.generation)
+def _serialize(obj) -> bytes:
+    import io
+
+    out = io.BytesIO()
+    obj.write_to_stream(out)
+    return out.getvalue()
 
 
 def _fix_with_pypdf(path: Path, new: dict[int, bytes]) -> None:
