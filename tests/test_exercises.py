@@ -135,6 +135,8 @@ def test_the_package_passes_its_own_checker(name):
     result = exercises.check(name, OWN[name])
     assert result.passed, result.message
     assert result.message.startswith("通过") and result.mistake is None
+    covers = exercises.info(name).covers          # the appendix's table lists them: each case run, counted once
+    assert result.message == f"通过：{len(covers)} 个情形都与本书的实现一致（{'；'.join(covers)}）。", result.message
 
 
 @pytest.mark.parametrize("name", sorted(OWN))
@@ -361,3 +363,9 @@ def test_a_child_that_hangs_before_the_first_case_falls_back_to_this_process(mon
     monkeypatch.setattr(_runner, "_run_forked", hung_child)
     result = exercises.check("stable_softmax", CORRECT.stable_softmax, timeout=2.0)
     assert calls and result.passed, result.message
+
+
+def test_top_p_crossing_not_named_as_ties():
+    # cum <= p drops the crossing token (no tie in that case); the tie diagnosis once won by elimination
+    result = exercises.check("top_p_filter", WRONG.top_p_cum_le_p)
+    assert not result.passed and result.mistake == "drops_crossing", result.message

@@ -42,3 +42,11 @@ def test_a_stub_and_a_crash_are_reported_not_raised():
     assert not crash.passed and "IndexError" in crash.message
     nan_on_equal = exercises.check("speculative_residual", lambda p, q: (p - q).clamp(min=0) / (p - q).clamp(min=0).sum())
     assert not nan_on_equal.passed and "p 与 q 相同" in nan_on_equal.message
+
+
+def test_the_pass_message_lists_exactly_the_covered_cases():
+    # the appendix's table shows `covers`; the pass message names the cases run (cold read, 2026-11-28)
+    for name, fn in (("paged_gather", gather_blocks), ("speculative_residual", residual_distribution)):
+        message = exercises.check(name, fn).message
+        assert message == (f"通过：{len(exercises.info(name).covers)} 个情形都与本书的实现一致"
+                           f"（{'；'.join(exercises.info(name).covers)}）。"), message

@@ -407,6 +407,14 @@ def top_p_filter__drops_crossing(logits, p):
     return logits.scatter(-1, order, logits.gather(-1, order).masked_fill(drop, -math.inf))
 
 
+def top_p_cum_le_p(logits, p):
+    # cum <= p instead of cum < p: differs from the strict rule only when the sum lands on p (p = 1); once named
+    # "no_ties" because the tie test was never re-checked on the later cases (cold read, 2026-11-28)
+    probs, order = logits.softmax(-1).sort(-1, descending=True)
+    keep = probs.cumsum(-1) <= p
+    return logits.masked_fill(~torch.zeros_like(keep).scatter(-1, order, keep), -math.inf)
+
+
 def top_p_filter__no_ties(logits, p):
     # Hugging Face's TopPLogitsWarper
     sorted_logits, idx = logits.sort(-1, descending=False)

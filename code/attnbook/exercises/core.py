@@ -168,7 +168,8 @@ register(CAUSAL, _check_causal)
 SDPA = Exercise(
     "scaled_dot_product_attention", "scaled_dot_product_attention(q, k, v, mask=None) -> Tensor",
     "scaled_attention",
-    ("一个查询、两个键", "批量、Tq ≠ Tk、d_v ≠ d_k", "因果掩码", "(B, 1, Tk) 的填充掩码", "T = 1", "整行都被遮住"),
+    ("一个查询、两个键", "批量、Tq ≠ Tk、d_v ≠ d_k", "因果掩码", "(B, 1, Tk) 的填充掩码", "T = 1", "多头形状 (B, H, T, d)",
+     "整行都被遮住"),
     "计算流程：矩阵乘 → 缩放 → 掩码 → Softmax → 矩阵乘",
     "softmax(QKᵀ/√d_k)V，q、k、v 的形状 (..., T, d)；mask 为 True 的位置可以注意，空行输出 0。")
 

@@ -237,7 +237,11 @@ def _drops_ties(args, kwargs, expected, got) -> bool:
     probs = torch.softmax(logits.double(), -1)
     least = torch.where(kept_e, probs, torch.ones_like(probs)).amin(-1, keepdim=True).expand_as(probs)
     dropped = kept_e & ~kept_g
-    return bool(torch.isclose(probs[dropped], least[dropped], rtol=1e-6, atol=0).all())
+    if not torch.isclose(probs[dropped], least[dropped], rtol=1e-6, atol=0).all():
+        return False
+    # A tie was split: got keeps a token as probable as each one it dropped (else got dropped the crossing token).
+    least_g = torch.where(kept_g, probs, torch.ones_like(probs)).amin(-1, keepdim=True).expand_as(probs)
+    return bool(torch.isclose(probs[dropped], least_g[dropped], rtol=1e-6, atol=0).all())
 
 
 def _check_top_p(fn):

@@ -17,7 +17,7 @@ def _randn(*shape, seed=0):
 # ---------------------------------------------------------------- paged_gather
 GATHER = Exercise(
     "paged_gather", "paged_gather(pool, block_table, length) -> Tensor", "serving",
-    ("一个头、块按顺序", "块表打乱了顺序", "序列停在一块的中间", "两个头、块大小 1"),
+    ("一个头、块按顺序", "块表打乱了顺序", "序列停在一块的中间", "两个头、块大小 1", "两个头、停在块中间"),
     "分页 KV 缓存",
     "按块表读出一个序列的前 length 个词元：pool (N, Hkv, S, Dh)，block_table (n,) int64 -> (Hkv, length, Dh)。")
 

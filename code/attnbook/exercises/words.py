@@ -15,7 +15,7 @@ def _randn(*shape, seed=0, scale=1.0):
 # ---------------------------------------------------------------- skipgram_pairs
 SKIPGRAM = Exercise(
     "skipgram_pairs", "skipgram_pairs(tokens, window) -> list[tuple]", "word_vectors",
-    ("三个词、窗口 1", "五个词、窗口 2", "窗口比句子长", "只有一个词", "空句子"),
+    ("三个词、窗口 1", "五个词、窗口 2", "窗口比句子长", "重复的词", "只有一个词", "空句子"),
     "Word2Vec：用上下文预测词",
     "所有 (中心词, 上下文词) 对：上下文词与中心词的距离为 1 到 window，不含中心词自己；顺序不限。")
 
