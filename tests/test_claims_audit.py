@@ -151,7 +151,18 @@ def test_main_text_counts_collapsed_blocks_only_when_asked_and_never_solutions()
     ```{code-cell} ipython3
     # 代码不算
     ```
+
+    :::{solution-start} ex2
+    :class: dropdown
+    :::
+
+    门控的答案也不算
+
+    :::{solution-end}
+    :::
+
+    尾
     """)
     count = lambda collapsed: len(main_text.CJK.findall(main_text.main_text(page, collapsed)))
-    assert count(False) == len("正文")
-    assert count(True) == len("正文") + len("折叠")
+    assert count(False) == len("正文") + len("尾")
+    assert count(True) == len("正文") + len("折叠") + len("尾")

@@ -30,12 +30,14 @@ def main_text(source: str, collapsed: bool = False) -> str:
         end = lines.index("---", 1)
         lines = lines[end + 1:]
     kept, stack = [], []  # stack: (fence, skipped) of the open directive blocks
+    gated = False  # between {solution-start} and {solution-end}: a solution that holds code cells
     i = 0
     while i < len(lines):
         line = lines[i]
         opened = OPEN.match(line)
         if opened:
             fence, name = opened.groups()
+            gated = {"solution-start": True, "solution-end": False}.get(name, gated)
             options = []
             j = i + 1
             while j < len(lines) and lines[j].startswith(":") and not lines[j].startswith(":::"):
@@ -48,7 +50,7 @@ def main_text(source: str, collapsed: bool = False) -> str:
             continue
         if stack and line.strip() == stack[-1][0]:
             stack.pop()
-        elif not (stack and stack[-1][1]):
+        elif not (gated or stack and stack[-1][1]):
             kept.append(line)
         i += 1
     return "\n".join(kept)
