@@ -45,6 +45,11 @@ class Mistake:
     test: Callable | None = None   # test(args, kwargs, expected, got) -> bool, where no single output is "the" wrong one
 
 
+def randn(*shape, seed: int = 0, scale: float = 1.0, dtype: torch.dtype = torch.float32) -> Tensor:
+    """A seeded standard-normal tensor times ``scale``: the checkers' random inputs."""
+    return (torch.randn(*shape, generator=torch.Generator().manual_seed(seed)) * scale).to(dtype)
+
+
 def _clone(obj):
     if isinstance(obj, Tensor):
         return obj.clone()

@@ -11,12 +11,9 @@ from ..masks import causal_mask as _book_causal
 from ..softmax import masked_softmax as _book_masked
 from ..softmax import softmax as _book_softmax
 from . import Case, Exercise, Mistake, register, run_cases
+from ._cases import randn as _randn
 
 _G = lambda seed: torch.Generator().manual_seed(seed)  # noqa: E731
-
-
-def _randn(*shape, seed=0, scale=1.0, dtype=torch.float32):
-    return (torch.randn(*shape, generator=_G(seed)) * scale).to(dtype)
 
 
 # ---------------------------------------------------------------- stable_softmax

@@ -12,10 +12,7 @@ from ..efficient import online_softmax as _book_online
 from ..efficient import sliding_window_mask as _book_window
 from ..linear_attention import linear_attention_recurrent as _book_linear
 from . import Case, Exercise, Mistake, register, run_cases
-
-
-def _randn(*shape, seed=0, scale=1.0):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)) * scale
+from ._cases import randn as _randn
 
 
 # ---------------------------------------------------------------- online_softmax

@@ -11,10 +11,7 @@ from ..multihead import merge_heads as _book_merge
 from ..multihead import repeat_kv as _book_repeat_kv
 from ..multihead import split_heads as _book_split
 from . import Case, Exercise, Mistake, register, run_cases
-
-
-def _randn(*shape, seed=0, scale=1.0):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)) * scale
+from ._cases import randn as _randn
 
 
 # ---------------------------------------------------------------- split_heads

@@ -14,10 +14,7 @@ from ..sampling import top_p_filter as _book_top_p
 from ..softmax import cross_entropy as _book_cross_entropy
 from ..train import label_smoothed_cross_entropy as _book_smoothed
 from . import Case, Exercise, Mistake, register, run_cases
-
-
-def _randn(*shape, seed=0, scale=1.0):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)) * scale
+from ._cases import randn as _randn
 
 
 def _randint(high, *shape, seed=0):

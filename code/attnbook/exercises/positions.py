@@ -7,10 +7,7 @@ import torch
 from ..positional import apply_rotary as _book_rotary
 from ..positional import sinusoidal_encoding as _book_sinusoidal
 from . import Case, Exercise, Mistake, register, run_cases
-
-
-def _randn(*shape, seed=0, scale=1.0, dtype=torch.float32):
-    return (torch.randn(*shape, generator=torch.Generator().manual_seed(seed)) * scale).to(dtype)
+from ._cases import randn as _randn
 
 
 # ---------------------------------------------------------------- sinusoidal_encoding

@@ -8,10 +8,7 @@ import torch
 from ..paged_cache import gather_blocks as _book_gather
 from ..speculative import residual_distribution as _book_residual
 from . import Case, Exercise, Mistake, register, run_cases
-
-
-def _randn(*shape, seed=0):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+from ._cases import randn as _randn
 
 
 # ---------------------------------------------------------------- paged_gather

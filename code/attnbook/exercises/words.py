@@ -6,10 +6,7 @@ import torch
 
 from ..classifier import masked_mean as _book_masked_mean
 from . import Case, Exercise, Mistake, register, run_cases
-
-
-def _randn(*shape, seed=0, scale=1.0):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)) * scale
+from ._cases import randn as _randn
 
 
 # ---------------------------------------------------------------- skipgram_pairs
