@@ -186,7 +186,7 @@ from .transformer import (
     PositionwiseFeedForward,
     Transformer,
 )
-from .widgets import (AttentionHeadBrowser, CrossAttentionWidget, DkScalingWidget, KernelRegressionWidget,
+from .widgets import (AttentionHeadBrowser, CrossAttentionWidget, DkScalingWidget, GptChatWidget, KernelRegressionWidget,
                       OnlineSoftmaxWidget, RopeScalingWidget, RotaryWidget, SamplingWidget,
                       SinusoidalExplorerWidget, SoftmaxTemperatureWidget, TileMapWidget)
 
@@ -237,7 +237,7 @@ __all__ = [
     "DecoderOnlyLM", "kv_cache_bytes", "next_token_loss", "Muon", "muon_param_groups", "newton_schulz",
     "KneserNeyLM", "apply_temperature", "filter_logits",
     "greedy_next", "sample_next", "sampling_probs", "top_k_filter", "top_p_filter", "tokens_per_char", "train_bpe",
-    "SamplingWidget",
+    "SamplingWidget", "GptChatWidget",
     "MultiHeadLatentAttention", "absorb_projections", "kv_cache_bytes_per_token", "mla_absorbed_attention",
     "mla_attention", "mla_decode_flops", "split_kv_up", "attention_flops", "elu_feature_map",
     "linear_attention_chunked", "linear_attention_noncausal", "linear_attention_quadratic",

@@ -3,6 +3,7 @@
 from .block_table import BlockTableWidget
 from .cross_attention import CrossAttentionWidget
 from .dk_scaling import DkScalingWidget
+from .gpt_chat import GptChatWidget
 from .head_browser import AttentionHeadBrowser
 from .kernel_regression import KernelRegressionWidget
 from .online_softmax import OnlineSoftmaxWidget
@@ -14,6 +15,7 @@ from .softmax_temperature import SoftmaxTemperatureWidget
 from .static import StaticFallbackWidget
 from .tile_map import TileMapWidget
 
-__all__ = ["AttentionHeadBrowser", "BlockTableWidget", "CrossAttentionWidget", "DkScalingWidget", "KernelRegressionWidget",
+__all__ = ["AttentionHeadBrowser", "BlockTableWidget", "CrossAttentionWidget", "DkScalingWidget", "GptChatWidget",
+           "KernelRegressionWidget",
            "OnlineSoftmaxWidget", "RopeScalingWidget", "RotaryWidget", "SamplingWidget", "SinusoidalExplorerWidget",
            "SoftmaxTemperatureWidget", "StaticFallbackWidget", "TileMapWidget"]

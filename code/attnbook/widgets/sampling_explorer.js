@@ -1,24 +1,6 @@
 // Next-token candidates under temperature -> top-k -> top-p, renormalised, and the token that a fixed
-// uniform draw u picks. Python shipped the N most probable logits per prompt; the filtering is done here.
-
-function keptProbs(z, T, k, p) {
-  let s = z.map((v) => v / T);
-  if (k > 0 && k < s.length) {                    // top-k: keep every logit >= the k-th largest (ties kept)
-    const kth = [...s].sort((a, b) => b - a)[k - 1];
-    s = s.map((v) => (v < kth ? -Infinity : v));
-  }
-  let q = softmax(s);
-  if (p < 1) {                                    // top-p: the smallest most-probable set reaching p
-    const sorted = [...q].sort((a, b) => b - a);
-    let before = 0, m = 0;
-    for (const v of sorted) { if (before < p) { m += 1; before += v; } else break; }
-    const threshold = sorted[m - 1];
-    const kept = q.map((v) => v >= threshold);
-    const mass = q.reduce((a, v, i) => (kept[i] ? a + v : a), 0);
-    q = q.map((v, i) => (kept[i] ? v / mass : 0));
-  }
-  return q;
-}
+// uniform draw u picks. Python shipped the N most probable logits per prompt; keptProbs (sampling_rules.js)
+// filters them here.
 
 function render({ model, el }) {
   const prompts = model.get("prompts"), n = model.get("logits")[0].length;

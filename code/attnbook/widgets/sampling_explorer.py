@@ -25,6 +25,7 @@ class SamplingWidget(StaticFallbackWidget):
     """
 
     _esm_file = "sampling_explorer.js"
+    _esm_deps = ("sampling_rules.js",)
     title = "采样：温度、top-k 与 top-p"
 
     prompts = t.List(t.Unicode()).tag(sync=True)

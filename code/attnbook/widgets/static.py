@@ -45,17 +45,19 @@ def index_in(name: str, value, n: int) -> int:
 
 class StaticFallbackWidget(anywidget.AnyWidget):
     """Base class: subclasses name their JS module in ``_esm_file`` (a file beside this one that ends
-    with ``export default { render };``); it runs after the shared helpers of ``common.js``; and give their
-    Chinese name in ``title`` (the page's ``data-title``, which the gallery page lists)."""
+    with ``export default { render };``); it runs after the shared helpers of ``common.js`` and the files named
+    in ``_esm_deps`` (e.g. ``sampling_rules.js``); and give their Chinese name in ``title`` (the page's
+    ``data-title``, which the gallery page lists)."""
 
     title = ""
+    _esm_deps: tuple[str, ...] = ()
 
     def __init_subclass__(cls, **kwargs):
         if "_esm_file" in cls.__dict__:
             if not cls.__dict__.get("title"):
                 raise TypeError(f"{cls.__name__} needs a Chinese title (class attribute 'title')")
-            cls._esm = (HERE / "common.js").read_text(encoding="utf-8") + "\n" + \
-                (HERE / cls._esm_file).read_text(encoding="utf-8")
+            cls._esm = "\n".join((HERE / name).read_text(encoding="utf-8")
+                                  for name in ("common.js", *cls._esm_deps, cls._esm_file))
             cls._css = (HERE / "widgets.css").read_text(encoding="utf-8")
         super().__init_subclass__(**kwargs)
 
