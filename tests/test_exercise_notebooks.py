@@ -128,7 +128,7 @@ def test_every_registered_exercise_is_in_its_chapter():
 
 @pytest.mark.parametrize("chapter", WITH_EXERCISES, ids=lambda p: p.stem)
 def test_generated_notebook_shows_the_solution_without_running_it(chapter):
-    nb = notebooks.to_notebook(chapter, "https://example.org/repo", "0" * 40)
+    nb = notebooks.to_notebook(chapter, "https://example.org/repo", "0" * 40, notebooks.book_build())
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert not [c for c in code if "exercise-solution" in tags(c)]
     for _, name, fn in checks(nb):
@@ -150,7 +150,8 @@ def test_solution_cells_become_collapsed_code_and_gated_solutions_plain_markdown
 
 
 def test_the_solution_text_is_collapsed_with_the_code_in_the_notebook():
-    nb = notebooks.to_notebook(ROOT / "chapters" / "softmax.md", "https://example.org/repo", "0" * 40)
+    nb = notebooks.to_notebook(ROOT / "chapters" / "softmax.md", "https://example.org/repo", "0" * 40,
+                              notebooks.book_build())
     text = [c.source for c in nb.cells if c.cell_type == "markdown"]
     assert not [t for t in text if notebooks.SOLUTION_HEADING in t and "stable_softmax" in t and "<details>" not in t]
     folded = next(t for t in text if "def stable_softmax(z" in t)
@@ -161,7 +162,7 @@ def test_the_solution_text_is_collapsed_with_the_code_in_the_notebook():
 def test_a_generated_notebook_runs_to_the_end_with_the_stubs_unfinished():
     """The softmax chapter as a Colab reader gets it: every check says 还没有实现 and the last cell still runs."""
     chapter = ROOT / "chapters" / "softmax.md"
-    nb = notebooks.to_notebook(chapter, "https://example.org/repo", "0" * 40)  # attnbook is importable: no install
+    nb = notebooks.to_notebook(chapter, "https://example.org/repo", "0" * 40, notebooks.book_build())  # attnbook importable: no install
     found = checks(nb)
     assert found
     (run,) = execute_all([Run("softmax", nb)], workers=1, timeout=300, allow_errors=False)

@@ -1,10 +1,12 @@
-"""Generated notebooks (make notebooks): install cell, plain Markdown, and a clean top-to-bottom run."""
+"""Generated notebooks (make notebooks): install cell, the build's numbers and links in plain Markdown, a clean run."""
 
 from __future__ import annotations
 
+import html
 import importlib
 import inspect
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -63,12 +65,50 @@ def test_install_cell_pins_attnbook_ref_when_set(monkeypatch):
     assert notebooks.book_ref() == "v1.2.3"
 
 
+MYST_ROLE = re.compile(r"\{[a-z][\w:-]*\}`")       # {ref}`…`, {glue:text}`…`, {term}`…`
+PASTED = re.compile(r'<span class="pasted-text">(.*?)</span>', re.S)   # a {glue:text} value on the HTML page
+MARKED = re.compile(r"<b>(.*?)</b>", re.S)                              # the same value in the notebook
+
+
+def _markdown(chapter: Path) -> str:
+    nb = nbformat.read(_generated(chapter), as_version=4)
+    return "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+
+
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
 def test_markdown_has_no_sphinx_only_syntax_left(chapter):
-    nb = nbformat.read(_generated(chapter), as_version=4)
-    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
-    for token in ("{glue", "{exercise}", "{solution}", "{literalinclude}", "{cite}", ":::{", "{ref}", "{{", "](#"):
+    text = _markdown(chapter)
+    for token in ("{glue", "{exercise}", "{solution}", "{literalinclude}", "{cite}", ":::{", "{ref}", "{{", "](#",
+                  "见上方代码的计算结果", "练习练习"):
         assert token not in text, token
+    assert not MYST_ROLE.search(text), MYST_ROLE.search(text)[0]
+    assert not notebooks.LABEL_LINE.search(text), notebooks.LABEL_LINE.search(text)[0]
+
+
+def test_no_doubled_exercise_word_on_any_page():
+    """"练习 {ref}`ex-…`" prints 练习练习 (the reference already says 练习 N.M): no built page may show it."""
+    pages = sorted((ROOT / "_build" / "html" / "chapters").glob("*.html"))
+    assert pages, "run `make book` first"
+    doubled = [p.name for p in pages if "练习练习" in re.sub(r"<[^>]+>|\s+", "", p.read_text(encoding="utf-8"))]
+    assert not doubled, doubled
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
+def test_every_number_glued_on_the_page_is_in_the_notebook_in_order(chapter):
+    """The page's {glue:text} values, formatted as printed, appear in the notebook in the same order, marked <b>."""
+    page = ROOT / "_build" / "html" / chapter.relative_to(ROOT).with_suffix(".html")
+    on_page = [html.unescape(v).strip() for v in PASTED.findall(page.read_text(encoding="utf-8"))]
+    in_notebook = iter(html.unescape(v).strip() for v in MARKED.findall(_markdown(chapter)))
+    missing = [v for v in on_page if v not in in_notebook]   # consumes the iterator: a subsequence, in order
+    assert not missing, f"{len(missing)} of {len(on_page)} glued values not in the notebook in order: {missing[:5]}"
+
+
+def test_notebook_links_point_at_the_published_pages():
+    text = _markdown(ROOT / "chapters" / "softmax.md")
+    base = notebooks.book_build().baseurl
+    links = re.findall(r"\]\((https?://[^)]+)\)", text)
+    assert any(u.startswith(f"{base}chapters/") and "#" in u for u in links)
+    assert "本书的构建" in text and "<b>" in text
 
 
 def test_literalinclude_becomes_the_exact_source():
@@ -79,15 +119,30 @@ def test_literalinclude_becomes_the_exact_source():
     assert out == f"```python\n{inspect.getsource(module.softmax).rstrip()}\n```"
 
 
+class FakeBuild:
+    """Stands in for notebooks.Build: one glued value, and links to an example site."""
+
+    baseurl = "https://example.org/book/"
+
+    def glued(self, docname):
+        return {"p_max": {"text/plain": "0.6652409557748219"}, "best": {"text/markdown": "**缩放**", "text/plain": "x"}}
+
+    def link(self, role, target, docname):
+        return ("练习 2.1" if target.startswith("ex-") else "减去最大值"), f"{self.baseurl}{docname}.html#{target}"
+
+
 def test_directives_and_roles_become_plain_markdown():
-    text = (":::{exercise}\n:label: ex-a\n\n求 $x$ {cite}`bridle1990probabilistic`。\n:::\n\n"
-            ":::{solution} ex-a\n:class: dropdown\n\n答案是 {glue:text}`p_max:.3f`。\n:::\n\n"
-            ":::{admonition} 勘误\n:class: warning\n\n原文有误。\n:::")
-    out = notebooks.to_plain_markdown(text, ROOT / "chapters" / "softmax.md")
-    assert "**练习**" in out and "[bridle1990probabilistic]" in out
-    assert "<details><summary>解答</summary>" in out and "`p_max`" in out
-    assert "> **勘误**" in out and "> 原文有误。" in out
-    assert ":label:" not in out and ":class:" not in out
+    text = ("(softmax-x)=\n## 标题\n\n:::{exercise}\n:label: ex-a\n\n求 $x$ {cite}`bridle1990probabilistic`。\n:::\n\n"
+            ":::{solution} ex-a\n:class: dropdown\n\n答案是 {glue:text}`p_max:.3f`，最好的是{glue:md}`best`。\n:::\n\n"
+            ":::{admonition} 勘误\n:class: warning\n\n原文有误，见 {ref}`softmax-stability` 与 {ref}`那一节 <softmax-x>`。\n:::\n\n"
+            ":::{note} 细节\n:class: dropdown\n\n{term}`注意力 <attention>` 和 {term}`logits`。\n:::")
+    out = notebooks.to_plain_markdown(text, ROOT / "chapters" / "softmax.md", FakeBuild())
+    assert "> **练习 2.1**" in out and "[bridle1990probabilistic]" in out
+    assert "<details><summary>解答（点击展开）</summary>" in out and "答案是 <b>0.665</b>" in out and "<b>**缩放**</b>" in out
+    assert "> **勘误**" in out and "> 原文有误，见 [减去最大值](https://example.org/book/chapters/softmax.html#softmax-stability)" in out
+    assert "[那一节](https://example.org/book/chapters/softmax.html#softmax-x)" in out
+    assert "<details><summary>细节</summary>" in out and "注意力 和 logits。" in out
+    assert ":label:" not in out and ":class:" not in out and "(softmax-x)=" not in out and out.startswith("## 标题")
 
 
 def test_substitutions_and_section_links_become_plain_text():
