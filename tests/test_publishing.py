@@ -84,18 +84,35 @@ def test_weekly_colab_check_runs_the_notebooks_and_opens_an_issue_on_failure():
 
 
 def test_binder_installs_every_dependency_and_the_package():
+    """The notebooks' binder/requirements.txt (make notebooks writes it) has every dependency and attnbook pinned."""
     from packaging.requirements import Requirement
 
     import tomllib
 
-    binder = ROOT / "binder"
-    names = {Requirement(line).name.lower() for line in (binder / "requirements.txt").read_text().splitlines()
-             if line.strip() and not line.startswith(("#", "-"))}
+    sys.path.insert(0, str(ROOT / "code" / "booktools"))
+    import notebooks
+
+    text = notebooks.binder_requirements("https://github.com/o/r", "a" * 40)
+    reqs = [Requirement(line) for line in text.splitlines() if line.strip() and not line.startswith(("#", "-"))]
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     needed = {Requirement(d).name.lower() for d in project["dependencies"]}
-    assert needed <= names, needed - names
-    assert "jupytext" in names  # opens the .md chapters as notebooks
-    post = (binder / "postBuild").read_text()
-    assert "pip install --no-deps -e ." in post and (binder / "postBuild").stat().st_mode & 0o111
+    assert needed <= {r.name.lower() for r in reqs}, needed - {r.name.lower() for r in reqs}
+    assert [r.url for r in reqs if r.name == "attnbook"] == [f"git+https://github.com/o/r.git@{'a' * 40}"]
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
     assert config["launch_buttons"]["binderhub_url"] == "https://mybinder.org"
+
+
+def test_launch_buttons_open_the_generated_notebooks():
+    """Colab and Binder both open the .ipynb on the notebooks branch, not the MyST source."""
+    from types import SimpleNamespace
+
+    sys.path.insert(0, str(ROOT / "code" / "booktools"))
+    import offline_book
+
+    buttons = [{"url": "https://mybinder.org/v2/gh/o/r/main?urlpath=lab/tree/chapters/softmax.md"},
+               {"url": "https://colab.research.google.com/github/o/r/blob/main/chapters/softmax.md"}]
+    app = SimpleNamespace(config=SimpleNamespace(attnbook_notebooks_branch="notebooks"))
+    offline_book._launch_notebooks(app, "chapters/softmax", "page.html", {"header_buttons": [{"buttons": buttons}]}, None)
+    assert [b["url"] for b in buttons] == [
+        "https://mybinder.org/v2/gh/o/r/notebooks?urlpath=lab/tree/chapters/softmax.ipynb",
+        "https://colab.research.google.com/github/o/r/blob/notebooks/chapters/softmax.ipynb"]

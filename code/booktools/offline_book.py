@@ -7,13 +7,19 @@
 - myst-nb's ``application/vnd.jupyter.widget-state+json`` script is dropped too: only the CDN widget
   manager (which the book does not load) reads it, and the static widgets carry their own state
   (over 100 KB of dead JSON on the multi-head page).
+- A widget whose synced state holds ``weights`` and ``weights_file`` (``attnbook.GptChatWidget``) gets that file
+  written beside its page, from the executed notebook's widget state (so a cached chapter writes it too): the page
+  loads it with ``<script src>``; it is the text ``attnbook.gpt_export.weights_script`` gives (the build does not
+  import torch; tests/test_gpt_chat_book.py checks the two agree).
 - ``/favicon.ico`` is written at the site root, where browsers look for it on every page.
-- The Colab launch button opens the generated notebook (``make notebooks``) on the branch named by
-  ``attnbook_notebooks_branch``; Colab cannot open the MyST ``.md`` sources.
+- The Colab and Binder launch buttons open the generated notebook (``make notebooks``: the build's numbers filled
+  in, solutions folded) on the branch named by ``attnbook_notebooks_branch``, not the MyST ``.md`` source; Binder
+  builds that branch's ``binder/`` (the book's environment, attnbook pinned to the build's commit).
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -60,13 +66,28 @@ def _is_widget_state(js) -> bool:
     return getattr(js, "attributes", {}).get("type") == "application/vnd.jupyter.widget-state+json"
 
 
+def _write_weight_files(app, pagename, js) -> None:
+    """Each widget's ``weights`` as ``globalThis.attnbookGptWeights[weights_file]``, in the page's folder."""
+    for model in json.loads(js.attributes["body"]).get("state", {}).values():
+        state = model.get("state", {})
+        name, weights = state.get("weights_file"), state.get("weights")
+        if name and weights:
+            path = Path(app.outdir) / Path(pagename).parent / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(f"(globalThis.attnbookGptWeights ||= {{}})[{json.dumps(name)}] = "
+                            f"{json.dumps(weights, ensure_ascii=False)};\n", encoding="utf-8")
+
+
 def _strip_unused_scripts(app, pagename, templatename, context, doctree):
     if "script_files" in context:
+        for js in context["script_files"]:
+            if _is_widget_state(js) and app.builder.format == "html":
+                _write_weight_files(app, pagename, js)
         context["script_files"] = [js for js in context["script_files"]
                                    if not (_is_thebe(js) or _is_widget_state(js))]
 
 
-def _colab_to_notebooks(app, pagename, templatename, context, doctree):
+def _launch_notebooks(app, pagename, templatename, context, doctree):
     branch = app.config.attnbook_notebooks_branch
     if not branch:
         return
@@ -77,6 +98,10 @@ def _colab_to_notebooks(app, pagename, templatename, context, doctree):
                 head, _, tail = url.partition("/blob/")
                 path = tail.split("/", 1)[1] if "/" in tail else tail
                 button["url"] = f"{head}/blob/{branch}/{Path(path).with_suffix('.ipynb')}"
+            elif "/v2/gh/" in url and "urlpath=" in url:   # Binder: .../v2/gh/OWNER/REPO/BRANCH?urlpath=lab/tree/PATH
+                head, _, query = url.partition("?")
+                repo, path = head.rpartition("/")[0], query.split("/tree/", 1)[1]
+                button["url"] = f"{repo}/{branch}?urlpath=lab/tree/{Path(path).with_suffix('.ipynb')}"
 
 
 def _set_mathjax_path(app, config):
@@ -87,7 +112,7 @@ def setup(app):
     app.add_config_value("attnbook_notebooks_branch", "", "html")
     app.connect("config-inited", _set_mathjax_path, priority=900)
     app.connect("html-page-context", _strip_unused_scripts, priority=900)
-    app.connect("html-page-context", _colab_to_notebooks, priority=900)
+    app.connect("html-page-context", _launch_notebooks, priority=900)
     app.connect("build-finished", _copy_mathjax)
     app.connect("build-finished", _write_favicon)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

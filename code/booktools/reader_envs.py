@@ -3,8 +3,9 @@
 - Colab-like: only what Colab preinstalls that the book uses (versions close to Colab's in 2025, on the
   project's Python) plus a wheel of ``attnbook`` built from the checkout, standing in for the notebook's own
   install cell. No Jupyter Book, no myst-nb, no jupytext.
-- Binder-like: ``binder/requirements.txt`` and ``binder/postBuild``, as repo2docker runs them, plus the
-  kernel that repo2docker's base environment brings.
+- Binder-like: the ``binder/requirements.txt`` that ``make notebooks`` writes beside the notebooks (the branch
+  Binder opens), as repo2docker installs it, plus the kernel that repo2docker's base environment brings; its
+  ``attnbook @ git+…@commit`` line is met by a wheel of this checkout (the machines here reach PyPI only).
 
 Each gets a Jupyter kernel spec named ``attnbook-<name>`` under ``<env>/share/jupyter``; start notebooks in it
 inside ``with kernels_of(env):``, which puts that folder on ``JUPYTER_PATH``.
@@ -82,14 +83,8 @@ def kernels_of(env: Path):
         os.environ.update(saved)
 
 
-def colab_env(path: Path, constraints: Path | None = ROOT / "constraints.txt") -> str:
-    """A Colab-like env at ``path`` with attnbook installed from a wheel of this checkout; returns the kernel name."""
-    cons = ["-c", str(constraints)] if constraints else []
-    key = _key(ROOT / "pyproject.toml", *([constraints] if constraints else []), extra=" ".join(COLAB_PACKAGES))
-    python, reused = _fresh_venv(path, key)
-    if not reused:
-        _pip(python, "--upgrade", "pip")
-        _pip(python, *cons, *COLAB_PACKAGES)
+def _install_attnbook(python: Path, cons: list[str]) -> None:
+    """attnbook from a wheel of this checkout, then its declared dependencies."""
     with tempfile.TemporaryDirectory() as tmp:
         # The package as a wheel, like `pip install git+…@commit` builds it from a clone: a copy of what the
         # build reads, so setuptools' build/ folder lands in the copy, not in the checkout.
@@ -102,28 +97,41 @@ def colab_env(path: Path, constraints: Path | None = ROOT / "constraints.txt") -
         wheel = [str(w) for w in wheels.glob("attnbook-*.whl")]
         _pip(python, *cons, "--force-reinstall", "--no-deps", *wheel)
         _pip(python, *cons, *wheel)  # its declared dependencies
+
+
+def colab_env(path: Path, constraints: Path | None = ROOT / "constraints.txt") -> str:
+    """A Colab-like env at ``path`` with attnbook installed from a wheel of this checkout; returns the kernel name."""
+    cons = ["-c", str(constraints)] if constraints else []
+    key = _key(ROOT / "pyproject.toml", *([constraints] if constraints else []), extra=" ".join(COLAB_PACKAGES))
+    python, reused = _fresh_venv(path, key)
+    if not reused:
+        _pip(python, "--upgrade", "pip")
+        _pip(python, *cons, *COLAB_PACKAGES)
+    _install_attnbook(python, cons)
     (path / ".key").write_text(key)
     return _kernel(python, "colab")
 
 
-def binder_env(path: Path, constraints: Path | None = ROOT / "constraints.txt") -> str:
-    """A Binder-like env at ``path``: binder/requirements.txt, then binder/postBuild; returns the kernel name.
+def binder_env(path: Path, requirements: Path = ROOT / "_build" / "notebooks" / "binder" / "requirements.txt",
+               constraints: Path | None = ROOT / "constraints.txt") -> str:
+    """A Binder-like env at ``path`` from the notebooks' ``binder/requirements.txt``; returns the kernel name.
 
     The requirements' ``--extra-index-url`` (the CPU torch index Binder uses) is left out: the project's
     machines reach PyPI only, and take torch from ``constraints``.
     """
-    binder = ROOT / "binder"
-    key = _key(binder / "requirements.txt", binder / "postBuild", ROOT / "pyproject.toml",
-               *([constraints] if constraints else []))
+    if not requirements.exists():
+        raise FileNotFoundError(f"{requirements} is missing: run `make notebooks`")
+    cons = ["-c", str(constraints)] if constraints else []
+    lines = requirements.read_text().splitlines()
+    kept = [l for l in lines if not l.startswith(("--extra-index-url", "attnbook @"))]
+    if len(kept) != len(lines) - 2:
+        raise ValueError(f"{requirements}: expected one --extra-index-url and one 'attnbook @ git+…' line")
+    key = _key(ROOT / "pyproject.toml", *([constraints] if constraints else []), extra="\n".join(kept))
     python, reused = _fresh_venv(path, key)
     if not reused:
-        requirements = path / "binder-requirements.txt"
-        lines = (binder / "requirements.txt").read_text().splitlines()
-        requirements.write_text("\n".join(l for l in lines if not l.startswith("--extra-index-url")) + "\n")
+        (path / "binder-requirements.txt").write_text("\n".join(kept) + "\n")
         _pip(python, "--upgrade", "pip")
-        _pip(python, *(["-c", str(constraints)] if constraints else []), "-r", str(requirements), *BINDER_KERNEL)
-        with tempfile.TemporaryDirectory() as home:  # postBuild writes JupyterLab settings under $HOME
-            env = {**os.environ, "HOME": home, "PATH": f"{python.parent}{os.pathsep}{os.environ['PATH']}"}
-            _quiet(["bash", str(binder / "postBuild")], cwd=ROOT, env=env)
-        (path / ".key").write_text(key)
+        _pip(python, *cons, "-r", str(path / "binder-requirements.txt"), *BINDER_KERNEL)
+    _install_attnbook(python, cons)   # stands in for the pinned `attnbook @ git+…@commit` line
+    (path / ".key").write_text(key)
     return _kernel(python, "binder")
