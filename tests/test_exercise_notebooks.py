@@ -202,3 +202,9 @@ def test_the_appendix_links_each_exercise_to_its_chapter():
             continue
         label, _ = exercise_list.chapter_labels(chapter.read_text(encoding="utf-8"), name)
         assert label, f"{name}: no {{exercise}} with a :label: before its check cell in {chapter.name}"
+
+
+def test_the_landing_page_announces_the_coding_exercises_and_links_the_appendix():
+    text = (ROOT / "chapters" / "index.md").read_text(encoding="utf-8")
+    bullet = next(line for line in text.split("\n- ") if line.startswith("**练习**"))
+    assert "编程练习" in bullet and "{doc}`exercises`" in bullet
