@@ -18,6 +18,7 @@ import torch
 
 import attnbook
 from attnbook import exercises
+from attnbook.exercises import _watch
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "exercise_mistakes"
@@ -131,7 +132,8 @@ def test_unknown_name_raises():
 
 
 @pytest.mark.parametrize("name", sorted(OWN))
-def test_the_package_passes_its_own_checker(name):
+def test_the_package_passes_its_own_checker(name, monkeypatch):
+    monkeypatch.setattr(_watch, "ENABLED", False)    # the exercise forbids calling the package's own function
     result = exercises.check(name, OWN[name])
     assert result.passed, result.message
     assert result.message.startswith("通过") and result.mistake is None
@@ -205,7 +207,7 @@ def _exits(z, dim=-1):
 
 def _prints(z, dim=-1):
     print("调试输出")
-    return torch.softmax(z, dim)
+    return CORRECT.stable_softmax(z, dim)
 
 
 @pytest.mark.parametrize("fn, start, text", [

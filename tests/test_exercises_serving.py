@@ -6,12 +6,13 @@ import pytest
 import torch
 
 from attnbook import exercises
-from attnbook.exercises import serving
+from attnbook.exercises import _watch, serving
 from attnbook.paged_cache import gather_blocks
 from attnbook.speculative import residual_distribution
 
 
-def test_the_books_own_functions_pass():
+def test_the_books_own_functions_pass(monkeypatch):
+    monkeypatch.setattr(_watch, "ENABLED", False)     # the exercises forbid calling these very functions
     assert exercises.check("paged_gather", gather_blocks).passed
     assert exercises.check("speculative_residual", residual_distribution).passed
     assert exercises.info("paged_gather").chapter == "serving"
@@ -27,7 +28,8 @@ def test_wrong_gathers_fail_and_are_recognised(wrong, key):
 
 
 @pytest.mark.parametrize("wrong, key", [(serving._from_target, "from_target"), (serving._not_normalised, "not_normalised"),
-                                        (serving._absolute, "absolute"), (serving._reversed, "reversed")])
+                                        (serving._absolute, "absolute"), (serving._reversed, "reversed"),
+                                        (serving._no_empty_case, "no_empty_case")])
 def test_wrong_residuals_fail_and_are_recognised(wrong, key):
     result = exercises.check("speculative_residual", wrong)
     assert not result.passed and result.mistake == key, result.message
@@ -44,7 +46,8 @@ def test_a_stub_and_a_crash_are_reported_not_raised():
     assert not nan_on_equal.passed and "p 与 q 相同" in nan_on_equal.message
 
 
-def test_the_pass_message_lists_exactly_the_covered_cases():
+def test_the_pass_message_lists_exactly_the_covered_cases(monkeypatch):
+    monkeypatch.setattr(_watch, "ENABLED", False)
     # the appendix's table shows `covers`; the pass message names the cases run (cold read, 2026-11-28)
     for name, fn in (("paged_gather", gather_blocks), ("speculative_residual", residual_distribution)):
         message = exercises.check(name, fn).message

@@ -10,10 +10,9 @@ import torch.nn.functional as F
 
 
 def lstm_cell(x, h, c, w_ih, w_hh, b_ih, b_hh):
-    cell = torch.nn.LSTMCell(x.size(-1), h.size(-1))
-    with torch.no_grad():
-        cell.weight_ih.copy_(w_ih), cell.weight_hh.copy_(w_hh), cell.bias_ih.copy_(b_ih), cell.bias_hh.copy_(b_hh)
-        return cell(x, (h, c))
+    i, f, g, o = torch.einsum("...j,kj->...k", x, w_ih).add(b_ih + h @ w_hh.T + b_hh).chunk(4, dim=-1)
+    c_new = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+    return torch.sigmoid(o) * torch.tanh(c_new), c_new
 
 
 def additive_score(q, k, w_q, w_k, v):
@@ -34,8 +33,8 @@ def kernel_regression(queries, keys, values, width):
     return torch.tensor(out)
 
 
-def stable_softmax(z, dim=-1):
-    return torch.softmax(z, dim=dim)
+def stable_softmax(z, dim=-1):                 # exp(z - logsumexp), computed in float64 inside
+    return torch.exp(z.double() - torch.logsumexp(z.double(), dim, keepdim=True)).to(z.dtype)
 
 
 def masked_softmax(scores, mask):
@@ -50,12 +49,12 @@ def causal_mask(n):
     return i[None, :] <= i[:, None]
 
 
-def scaled_dot_product_attention(q, k, v, mask=None):
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-    if mask is not None:                                       # a query that sees nothing: zero output
-        empty = ~mask.expand(*q.shape[:-1], k.size(-2)).any(-1, keepdim=True)
-        out = out.masked_fill(empty, 0.0)
-    return out
+def scaled_dot_product_attention(q, k, v, mask=None):       # einsum, q scaled first
+    s = torch.einsum("...qd,...kd->...qk", q / q.size(-1) ** 0.5, k)
+    if mask is not None:
+        s = s.masked_fill(~mask, float("-inf"))
+    w = torch.softmax(s, dim=-1).nan_to_num(0.0)              # a query that sees nothing: zero weights
+    return torch.einsum("...qk,...kd->...qd", w, v)
 
 
 def sinusoidal_encoding(num_positions, d_model):
@@ -107,8 +106,9 @@ def masked_mean(x, mask):
     return out
 
 
-def layer_norm(x, weight, bias, eps=1e-5):
-    return F.layer_norm(x, x.shape[-1:], weight, bias, eps)
+def layer_norm(x, weight, bias, eps=1e-5):                 # rsqrt of the biased variance
+    mu = x.mean(-1, keepdim=True)
+    return (x - mu) * torch.rsqrt(x.var(-1, unbiased=False, keepdim=True) + eps) * weight + bias
 
 
 def label_smoothed_cross_entropy(logits, target, smoothing):

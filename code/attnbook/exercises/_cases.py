@@ -9,6 +9,7 @@ mistakes' outputs on it, says which mistake it looks like and where the chapter 
 from __future__ import annotations
 
 import math
+import os
 import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -17,19 +18,20 @@ import torch
 from torch import Tensor
 
 from ._runner import progress
+from ._watch import watching
 
-__all__ = ["Case", "Mistake", "run_cases", "compare", "show"]
+__all__ = ["Case", "Mistake", "Call", "run_cases", "call_here", "compare", "show", "where_in_user_code"]
 
 
 @dataclass
 class Case:
-    """One input: ``label`` says in Chinese what it tests (e.g. "整行都被遮住")."""
+    """One input: ``label`` says in Chinese what it tests (e.g. "整行都被屏蔽")."""
 
     label: str
     args: tuple
     kwargs: dict = field(default_factory=dict)
-    atol: float = 1e-5
-    rtol: float = 1e-4
+    atol: float | None = None   # None: torch.testing's default for the output's dtype
+    rtol: float | None = None
     on_error: str = ""       # a hint shown when fn raises on this case (e.g. the odd-d_model trap)
 
 
@@ -110,7 +112,8 @@ def compare(expected, got, atol: float = 1e-5, rtol: float = 1e-4) -> str | None
     """None when got matches expected, else a one-line Chinese reason."""
     if isinstance(expected, Tensor):
         if not isinstance(got, Tensor):
-            hint = "（返回了多个值？这个练习只返回一个张量）" if isinstance(got, (tuple, list)) else ""
+            hint = ("（返回了多个值？这个练习只返回一个张量）" if isinstance(got, tuple)
+                    else "（Python 的 list 不是张量：用 torch.tensor(...) 或张量运算得到结果）" if isinstance(got, list) else "")
             return f"应当返回 torch.Tensor，得到的是 {_type_name(got)}{hint}"
         if got.shape != expected.shape:
             return f"形状不对：期望 {tuple(expected.shape)}，得到 {tuple(got.shape)}"
@@ -171,14 +174,63 @@ def compare(expected, got, atol: float = 1e-5, rtol: float = 1e-4) -> str | None
     return None if got == expected else "结果不对"
 
 
-def _where_in_user_code(err: BaseException) -> str:
+_LIBRARY = tuple(p.replace("\\", "/") for p in {os.path.dirname(os.__file__), os.path.dirname(torch.__file__),
+                                                   os.path.dirname(os.path.dirname(__file__))})
+
+
+def where_in_user_code(err: BaseException) -> str:
+    """The reader's own line where err was raised: the deepest frame outside Python, torch and attnbook."""
     frames = traceback.extract_tb(err.__traceback__)
-    mine = [f for f in frames if "attnbook/exercises" not in f.filename.replace("\\", "/")]
+    mine = [f for f in frames if not f.filename.replace("\\", "/").startswith(_LIBRARY)
+            and "site-packages" not in f.filename and not f.filename.startswith("<frozen")]
     if not mine:
         return ""
     f = mine[-1]
     line = f"：{f.line.strip()}" if f.line else ""
-    return f"（第 {f.lineno} 行{line}）"
+    name = f.filename.replace("\\", "/")
+    if "ipykernel_" in name or name.startswith("<ipython-input"):
+        return f"（你的代码单元格第 {f.lineno} 行{line}）"
+    return f"（{os.path.basename(name)} 第 {f.lineno} 行{line}）"
+
+
+@dataclass
+class Call:
+    """What one call of the reader's function gave: its output, or the error it raised, and what it did."""
+
+    got: Any = None
+    error: tuple | None = None          # (type name, message, the reader's line)
+    not_implemented: bool = False
+    changed: tuple = ()                 # names of the inputs it changed in place
+    seen: tuple = ()                    # forbidden calls, non-blockwise reductions (Chinese sentences)
+
+
+def _changed(before, after) -> bool:
+    if isinstance(before, Tensor):
+        return not (isinstance(after, Tensor) and after.shape == before.shape and after.dtype == before.dtype
+                    and torch.equal(torch.nan_to_num(after), torch.nan_to_num(before))
+                    and torch.equal(after.isnan(), before.isnan()))
+    if isinstance(before, (list, tuple)):
+        return (not isinstance(after, type(before)) or len(after) != len(before)
+                or any(_changed(b, a) for b, a in zip(before, after)))
+    if isinstance(before, dict):
+        return before.keys() != getattr(after, "keys", dict)() or any(_changed(before[k], after[k]) for k in before)
+    return False
+
+
+def call_here(fn: Callable, args: tuple, kwargs: dict, arg_names: Sequence[str] = (), watch: dict | None = None) -> Call:
+    """Call fn on copies of the inputs in this process, and say which inputs it changed and what it called."""
+    a, k = _clone(args), _clone(kwargs)
+    with watching(watch, a) as seen:
+        try:
+            got = fn(*a, **k)
+        except NotImplementedError:
+            return Call(not_implemented=True)
+        except (Exception, SystemExit) as err:  # noqa: BLE001 -- a reader's bug is reported, never raised
+            return Call(error=(type(err).__name__, str(err), where_in_user_code(err)))
+    names = list(arg_names) + [f"第 {i + 1} 个参数" for i in range(len(arg_names), len(args))]
+    changed = [n for n, b, x in zip(names, args, a) if _changed(b, x)]
+    changed += [n for n in kwargs if _changed(kwargs[n], k.get(n))]
+    return Call(got=got, changed=tuple(changed), seen=tuple(dict.fromkeys(seen)))
 
 
 def _inputs(case: Case, arg_names: Sequence[str]) -> str:
@@ -187,81 +239,144 @@ def _inputs(case: Case, arg_names: Sequence[str]) -> str:
     return "，".join(parts)
 
 
-def _matches(m: Mistake, case: Case, expected, got) -> bool:
-    """fn's output equals this mistake's output, which differs from the expected one."""
+def _tol(case: Case, expected) -> tuple[float, float]:
+    """(atol, rtol): the case's own, else torch.testing's defaults for the expected output's dtype."""
+    first = expected[0] if isinstance(expected, tuple) and expected else expected
+    dtype = first.dtype if isinstance(first, Tensor) else torch.float64
+    atol, rtol = _DEFAULT_TOL.get(dtype, (1e-5, 1.3e-6))
+    return (case.atol if case.atol is not None else atol, case.rtol if case.rtol is not None else rtol)
+
+
+# torch.testing.assert_close's defaults (atol, rtol) by dtype.
+_DEFAULT_TOL = {torch.float16: (1e-5, 1e-3), torch.bfloat16: (1e-5, 1.6e-2), torch.float32: (1e-5, 1.3e-6),
+                torch.float64: (1e-7, 1e-7), torch.complex64: (1e-5, 1.3e-6), torch.complex128: (1e-7, 1e-7)}
+
+
+def _agrees(m: Mistake, case: Case, expected, got, tol) -> bool:
+    """fn's output on this case is what mistake m gives (for a test-mistake: m's kind of error, or right)."""
     if m.test is not None:
         try:
-            return bool(m.test(case.args, case.kwargs, expected, got))
+            return compare(expected, got, *tol) is None or bool(m.test(case.args, case.kwargs, expected, got))
         except Exception:   # noqa: BLE001 -- got is not even of the right kind
             return False
     try:
         wrong = m.fn(*_clone(case.args), **_clone(case.kwargs))
     except Exception:   # noqa: BLE001 -- this mistake crashes here, so it is not what fn did
         return False
-    return (compare(wrong, got, case.atol, case.rtol) is None
-            and compare(expected, wrong, case.atol, case.rtol) is not None)
+    return compare(wrong, got, *tol) is None
 
 
-def _recognise(fn, reference, mistakes, cases, first: int, expected, got) -> Mistake | None:
-    """The mistake fn's output matches on the failing case; when several do, the later cases decide."""
-    candidates = [m for m in mistakes if _matches(m, cases[first], expected, got)]
-    for case in cases[first + 1:]:
-        if len(candidates) <= 1:
-            break
+def _explains(m: Mistake, case: Case, expected, got, tol) -> bool:
+    """m gives fn's (wrong) output on this case, and m's output is wrong there."""
+    if m.test is not None:
         try:
-            g = fn(*_clone(case.args), **_clone(case.kwargs))
-        except (Exception, SystemExit):  # noqa: BLE001
-            continue
-        kept = []
-        for m in candidates:
-            if m.test is not None:
-                exp = reference(*_clone(case.args), **_clone(case.kwargs))
-                if compare(exp, g, case.atol, case.rtol) is None or _matches(m, case, exp, g):
-                    kept.append(m)        # fn is right here, or wrong in the way m describes
-                continue
-            try:
-                w = m.fn(*_clone(case.args), **_clone(case.kwargs))
-            except Exception:   # noqa: BLE001
-                continue
-            if compare(w, g, case.atol, case.rtol) is None:
-                kept.append(m)
-        candidates = kept or candidates
-    return candidates[0] if candidates else None
+            return bool(m.test(case.args, case.kwargs, expected, got))
+        except Exception:   # noqa: BLE001
+            return False
+    try:
+        wrong = m.fn(*_clone(case.args), **_clone(case.kwargs))
+    except Exception:   # noqa: BLE001
+        return False
+    return compare(wrong, got, *tol) is None and compare(expected, wrong, *tol) is not None
+
+
+def _diagnose(mistakes, rows, failing) -> dict:
+    """For each failing case, the mistake that explains it and agrees with fn on the most cases."""
+    agree = {}
+    for m in mistakes:
+        agree[m.key] = sum(_agrees(m, c, e, g.got, t) for c, e, g, t in rows if g.error is None)
+    found = {}
+    for i in failing:
+        c, e, g, t = rows[i]
+        cands = [m for m in mistakes if _explains(m, c, e, g.got, t)]
+        if cands:
+            found[i] = max(cands, key=lambda m: agree[m.key])     # first registered wins a tie
+    return found
 
 
 def run_cases(fn: Callable, reference: Callable, cases: Sequence[Case], mistakes: Sequence[Mistake] = (),
-              where: str = "", arg_names: Sequence[str] = ()) -> tuple[bool, str, str | None]:
-    """Compare fn with reference on every case; (passed, Chinese message, key of the recognised mistake)."""
+              where: str = "", arg_names: Sequence[str] = (), watch: dict | None = None
+              ) -> tuple[bool, str, str | None]:
+    """Compare fn with reference on every case; (passed, Chinese message, key of the first recognised mistake).
+
+    The message names every mistake the failing cases show, an input changed in place, and a call the
+    exercise forbids. ``fn`` may carry ``attnbook_call(args, kwargs, arg_names, watch) -> Call`` (the teacher
+    command's worker runs it in another process); otherwise it is called here.
+    """
+    caller = getattr(fn, "attnbook_call", None) or (lambda a, k, n, w: call_here(fn, a, k, n, w))
+    rows, failing, changed, seen, crash = [], [], {}, {}, []
     for case in cases:
         inputs = _inputs(case, arg_names)
         expected = reference(*_clone(case.args), **_clone(case.kwargs))
         progress(case.label, inputs)
-        try:
-            got = fn(*_clone(case.args), **_clone(case.kwargs))
-        except NotImplementedError:
+        call = caller(case.args, case.kwargs, arg_names, watch)
+        if call.not_implemented:
             return False, ("还没有实现：函数还在抛出 NotImplementedError。把 raise 那一行换成你的实现，"
                            "运行定义函数的那一格，再运行检查。"), None
-        except (Exception, SystemExit) as err:  # noqa: BLE001 -- a reader's bug is reported, never raised
-            lines = [f"未通过（情形：{case.label}）：调用时抛出了 {type(err).__name__}: {err}"[:300],
-                     f"  输入：{inputs}", f"  出错的位置{_where_in_user_code(err)}"]
+        if call.error is not None:
+            kind, text, line = call.error
+            crash = [f"未通过（情形：{case.label}）：调用时抛出了 {kind}: {text}"[:300],
+                     f"  输入：{inputs}", f"  出错的位置{line}"]
             if case.on_error:
-                lines.append(f"  提示：{case.on_error}")
-            if where:
-                lines.append(f"  见{where}。")
-            return False, "\n".join(lines), None
-        reason = compare(expected, got, case.atol, case.rtol)
-        if reason is None:
-            continue
-        found = _recognise(fn, reference, mistakes, cases, cases.index(case), expected, got)
-        head = f"未通过（情形：{case.label}）：" + (f"看起来像是{found.short}" if found else reason)
-        lines = [head, f"  输入：{inputs}", f"  期望：{show(expected)}", f"  得到：{show(got)}"]
-        if found:
+                crash.append(f"  提示：{case.on_error}")
+            if not failing:
+                extra = _also(rows, failing, {}, changed, seen, mistakes)
+                return False, "\n".join(crash + extra + ([f"  见{where}。"] if where else [])), None
+            break
+        tol = _tol(case, expected)
+        rows.append((case, expected, call, tol))
+        if compare(expected, call.got, *tol) is not None:
+            failing.append(len(rows) - 1)
+        for n in call.changed:
+            changed.setdefault(n, case.label)
+        for s in call.seen:
+            seen.setdefault(s, case.label)
+    if not failing and not changed and not seen:
+        labels = list(dict.fromkeys(c.label for c in cases))   # a label may name several cases (two random draws)
+        return True, f"通过：{len(labels)} 个情形都与本书的实现一致（{'；'.join(labels)}）。", None
+    found = _diagnose(mistakes, rows, failing)
+    if failing:
+        i = failing[0]
+        case, expected, call, tol = rows[i]
+        reason = compare(expected, call.got, *tol)
+        m = found.get(i)
+        head = f"未通过（情形：{case.label}）：" + (f"看起来像是{m.short}" if m else reason)
+        lines = [head, f"  输入：{_inputs(case, arg_names)}", f"  期望：{show(expected)}", f"  得到：{show(call.got)}"]
+        if m:
             lines.append(f"  差别：{reason}")
-            if found.detail:
-                lines.append(f"  说明：{found.detail}")
-        section = (found.where if found and found.where else where)
-        if section:
-            lines.append(f"  见{section}。")
-        return False, "\n".join(lines), (found.key if found else None)
-    labels = list(dict.fromkeys(c.label for c in cases))   # a label may name several cases (two random draws)
-    return True, f"通过：{len(labels)} 个情形都与本书的实现一致（{'；'.join(labels)}）。", None
+            if m.detail:
+                lines.append(f"  说明：{m.detail}")
+        section = m.where if m and m.where else where
+        key = m.key if m else None
+    else:
+        lines, key, section = [], ("in_place" if changed else "forbidden"), where
+    extra = _also(rows, failing, found, changed, seen, mistakes)
+    if crash:
+        extra.append("  另外，" + crash[0].removeprefix("未通过") + "".join(f"\n  {c}" for c in crash[1:]))
+    if not failing:
+        extra[0] = "未通过：输出与本书的实现一致，但" + extra[0].lstrip().removeprefix("另外，")
+    return False, "\n".join(lines + extra + ([f"  见{section}。"] if section else [])), key
+
+
+def _also(rows, failing, found, changed, seen, mistakes) -> list[str]:
+    """Lines for the other mistakes: those later failing cases show, inputs changed in place, forbidden calls."""
+    out, named = [], set()
+    first = found.get(failing[0]) if failing else None
+    if first:
+        named.add(first.key)
+    unexplained = []
+    for i in failing[1:]:
+        m = found.get(i)
+        if m and m.key not in named:
+            named.add(m.key)
+            out.append(f"  另外（情形：{rows[i][0].label}）：看起来像是{m.short}" + (f"。{m.detail}" if m.detail else ""))
+        elif not m and not first and i != failing[0]:
+            unexplained.append(rows[i][0].label)
+    if unexplained:
+        out.append(f"  另外还有 {len(unexplained)} 个情形也不一致：{'；'.join(dict.fromkeys(unexplained))}。")
+    for name, label in changed.items():
+        out.append(f"  另外，函数改动了输入 {name}（情形：{label}）：调用者手里的张量被改掉了。"
+                   f"不要用原地操作（masked_fill_、copy_、sub_、+= 等）改参数；用不带下划线的版本，或先 clone()。")
+    for sentence, label in seen.items():
+        out.append(f"  另外，{sentence}（情形：{label}）：这个练习要求自己写出这一步。")
+    return out

@@ -9,6 +9,8 @@ from ..scoring import additive_score as _book_additive
 from ..softmax import softmax as _book_softmax
 from . import Case, Exercise, Mistake, register, run_cases
 from ._cases import randn as _randn
+from ._watch import forbid
+from ..scoring import attend as _book_attend
 
 
 # ---------------------------------------------------------------- lstm_cell
@@ -58,7 +60,8 @@ def _check_lstm(fn):
         Mistake("no_forget", "没有用遗忘门：C = C + σ(i) ⊙ tanh(g)（1997 年的原始 LSTM）", _lstm_variant(forget=False),
                 "PyTorch 的 LSTMCell 带遗忘门：C_t = σ(f) ⊙ C_{t-1} + σ(i) ⊙ tanh(g)。"),
     ]
-    return run_cases(fn, _lstm_ref, cases, mistakes, LSTM.where, ("x", "h", "c", "w_ih", "w_hh", "b_ih", "b_hh"))
+    return run_cases(fn, _lstm_ref, cases, mistakes, LSTM.where, ("x", "h", "c", "w_ih", "w_hh", "b_ih", "b_hh"),
+                     watch=forbid(_book_lstm_step, ops=("lstm", "lstm_cell")))
 
 
 register(LSTM, _check_lstm)
@@ -108,7 +111,8 @@ def _check_additive(fn):
         Mistake("diagonal", "只给第 i 个查询和第 i 个键配了对，没有算所有 (查询, 键) 对", _add_diagonal,
                 "W_q q 扩成 (..., Tq, 1, A)、W_k k 扩成 (..., 1, Tk, A) 再相加，才得到每一对的隐藏向量。"),
     ]
-    return run_cases(fn, _book_additive, cases, mistakes, ADDITIVE.where, ("q", "k", "w_q", "w_k", "v"))
+    return run_cases(fn, _book_additive, cases, mistakes, ADDITIVE.where, ("q", "k", "w_q", "w_k", "v"),
+                     watch=forbid(_book_additive))
 
 
 register(ADDITIVE, _check_additive)
@@ -163,7 +167,8 @@ def _check_kernel(fn):
                 "分数很负时 exp 全部下溢成 0。用 Softmax（先减去最大值）就得到最近的键的值。",
                 "《Softmax 函数详解》§减去最大值"),
     ]
-    return run_cases(fn, _kernel_ref, cases, mistakes, KERNEL.where, ("queries", "keys", "values", "width"))
+    return run_cases(fn, _kernel_ref, cases, mistakes, KERNEL.where, ("queries", "keys", "values", "width"),
+                     watch=forbid(_book_attend))
 
 
 register(KERNEL, _check_kernel)

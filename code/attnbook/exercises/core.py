@@ -12,6 +12,7 @@ from ..softmax import masked_softmax as _book_masked
 from ..softmax import softmax as _book_softmax
 from . import Case, Exercise, Mistake, register, run_cases
 from ._cases import randn as _randn
+from ._watch import forbid
 
 _G = lambda seed: torch.Generator().manual_seed(seed)  # noqa: E731
 
@@ -61,7 +62,8 @@ def _check_stable(fn):
         Mistake("ignores_dim", "忽略了参数 dim，总是沿最后一维归一化", _last_dim_only,
                 "max 和 sum 都应当沿 dim 计算。"),
     ]
-    return run_cases(fn, lambda z, dim=-1: _book_softmax(z, dim), cases, mistakes, STABLE.where, ("z",))
+    return run_cases(fn, lambda z, dim=-1: _book_softmax(z, dim), cases, mistakes, STABLE.where, ("z",),
+                     watch=forbid(_book_softmax, ops=("softmax",)))
 
 
 register(STABLE, _check_stable)
@@ -69,7 +71,7 @@ register(STABLE, _check_stable)
 # ---------------------------------------------------------------- masked_softmax
 MASKED = Exercise(
     "masked_softmax", "masked_softmax(scores, mask) -> Tensor", "softmax",
-    ("遮住一个键", "整行都被遮住", "(B, 1, T) 的掩码广播", "被遮住的位置分数极大", "float16", "随机掩码（含空行）"),
+    ("屏蔽一个键", "整行都被屏蔽", "(B, 1, T) 的掩码广播", "保留的分数比任何填充常数都小", "被屏蔽的位置分数极大", "float16", "随机掩码（含空行）"),
     "掩码", "mask 为 True 的位置参与 Softmax，其余权重恰好为 0；一个键都不能看的行输出全 0。")
 
 
@@ -83,6 +85,10 @@ def _fill_1e9(scores, mask):
 
 def _mult_after(scores, mask):
     return torch.softmax(scores, dim=-1) * mask
+
+
+def _fill_1e4_times_mask(scores, mask):
+    return torch.softmax(scores.masked_fill(~mask, -1e4), dim=-1) * mask
 
 
 def _inverted(scores, mask):
@@ -103,10 +109,11 @@ def _check_masked(fn):
     rand_mask[0, 1] = False
     rand_mask[2, 4] = False
     cases = [
-        Case("遮住一个键", (t([[1.0, 2.0, 3.0]]), t([[T_, T_, F_]]))),
-        Case("整行都被遮住", (t([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]), t([[T_, T_, F_], [F_, F_, F_]]))),
+        Case("屏蔽一个键", (t([[1.0, 2.0, 3.0]]), t([[T_, T_, F_]]))),
+        Case("整行都被屏蔽", (t([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]), t([[T_, T_, F_], [F_, F_, F_]]))),
         Case("(B, 1, T) 的掩码广播", (_randn(2, 3, 3, seed=1), t([[[T_, T_, F_]], [[T_, T_, T_]]]))),
-        Case("被遮住的位置分数极大", (t([[1000.0, 1001.0, 2000.0]]), t([[T_, T_, F_]]))),
+        Case("保留的分数比任何填充常数都小", (t([[-20000.0, -19999.0, 0.0], [-3e9, -3e9, 0.0]]), t([[T_, T_, F_], [T_, T_, F_]]))),
+        Case("被屏蔽的位置分数极大", (t([[1000.0, 1001.0, 2000.0]]), t([[T_, T_, F_]]))),
         Case("float16", (t([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], dtype=torch.float16), t([[T_, F_, T_], [F_, F_, F_]])),
              atol=1e-3, rtol=1e-3,
              on_error="float16 放不下 -1e9（最大约 65504），masked_fill(-1e9) 在这里会报错。"),
@@ -114,20 +121,25 @@ def _check_masked(fn):
     ]
     where_errors = "《Softmax 函数详解》§三种常见的错误做法"
     mistakes = [
-        Mistake("fill_inf", "先用 -inf 填充被遮住的位置、再做 Softmax：整行都被遮住时得到 nan", _fill_inf,
+        Mistake("fill_constant", "用一个有限的常数填充被屏蔽的位置：保留的分数比这个常数还小时，权重全给了被屏蔽的键",
+                _fill_1e4_times_mask,
+                "任何有限的常数都可能比保留下来的分数大（−1e4 对 −2e4）。只在保留的位置上取最大值、求和，不用填充常数。",
+                where_errors),
+        Mistake("fill_inf", "先用 -inf 填充被屏蔽的位置、再做 Softmax：整行都被屏蔽时得到 nan", _fill_inf,
                 "整行都是 -inf 时，减去最大值算出 -inf - (-inf) = nan。应当只在保留的位置上求和，空行输出 0。",
                 where_errors),
-        Mistake("fill_1e9", "先用 -1e9 填充被遮住的位置、再做 Softmax：整行都被遮住时成了均匀分布", _fill_1e9,
-                "整行都是 -1e9 时 Softmax 给每个位置 1/n，这个查询仍然“看”了被遮住的键。空行应当输出全 0。",
+        Mistake("fill_1e9", "先用 -1e9 填充被屏蔽的位置、再做 Softmax：整行都被屏蔽时成了均匀分布", _fill_1e9,
+                "整行都是 -1e9 时 Softmax 给每个位置 1/n，这个查询仍然“看”了被屏蔽的键。空行应当输出全 0。",
                 where_errors),
         Mistake("multiply_after", "先做 Softmax、再乘以掩码，没有重新归一化", _mult_after,
-                "被遮住的键仍然分走了概率，保留下来的权重之和小于 1。"),
+                "被屏蔽的键仍然分走了概率，保留下来的权重之和小于 1。"),
         Mistake("inverted", "把掩码的含义弄反了：本书的掩码 True = 可以看", _inverted,
                 "和 torch.nn.functional.scaled_dot_product_attention 一样，True 表示保留（可以注意）。"),
-        Mistake("max_over_all", "减去的最大值包括了被遮住的位置", _max_all,
-                "被遮住的位置分数极大时，保留位置的 exp 全部下溢成 0。最大值只应在保留的位置上取。"),
+        Mistake("max_over_all", "减去的最大值包括了被屏蔽的位置", _max_all,
+                "被屏蔽的位置分数极大时，保留位置的 exp 全部下溢成 0。最大值只应在保留的位置上取。"),
     ]
-    return run_cases(fn, _book_masked, cases, mistakes, MASKED.where, ("scores", "mask"))
+    return run_cases(fn, _book_masked, cases, mistakes, MASKED.where, ("scores", "mask"),
+                     watch=forbid(_book_masked))
 
 
 register(MASKED, _check_masked)
@@ -144,19 +156,19 @@ def _check_causal(fn):
     cases = [Case(f"n = {n}", (n,)) for n in (3, 1, 5, 8)]
     ones = lambda n: torch.ones(n, n, dtype=torch.bool)  # noqa: E731
     mistakes = [
-        Mistake("no_diagonal", "因果掩码差了一位：对角线也被遮住了", lambda n: ones(n).tril(-1),
+        Mistake("no_diagonal", "因果掩码差了一位：对角线也被屏蔽了", lambda n: ones(n).tril(-1),
                 "查询 i 应当能看见自己（j = i）；否则第一个位置什么都看不见。"),
         Mistake("sees_next", "因果掩码差了一位：还能看见下一个位置", lambda n: ones(n).tril(1),
                 "模型训练时会偷看到要预测的下一个词元。"),
         Mistake("upper", "方向反了：用了上三角，查询看的是未来", lambda n: ones(n).triu(),
                 "行是查询、列是键：查询 i 看的是 j ≤ i，即下三角。"),
-        Mistake("inverted", "True 的含义反了：这是“要遮住”的掩码", lambda n: ones(n).triu(1),
+        Mistake("inverted", "True 的含义反了：这是“要屏蔽”的掩码", lambda n: ones(n).triu(1),
                 "本书的掩码 True = 可以看（与 PyTorch 的 scaled_dot_product_attention 相同）。",
                 "《Softmax 函数详解》§填充掩码与因果掩码"),
         Mistake("float", "返回了 0/1 浮点矩阵，应当是布尔张量", lambda n: torch.ones(n, n).tril(),
                 "用 dtype=torch.bool，或对浮点矩阵做比较（> 0）。"),
     ]
-    return run_cases(fn, lambda n: _book_causal(n), cases, mistakes, CAUSAL.where, ("n",))
+    return run_cases(fn, lambda n: _book_causal(n), cases, mistakes, CAUSAL.where, ("n",), watch=forbid(_book_causal))
 
 
 register(CAUSAL, _check_causal)
@@ -166,7 +178,7 @@ SDPA = Exercise(
     "scaled_dot_product_attention", "scaled_dot_product_attention(q, k, v, mask=None) -> Tensor",
     "scaled_attention",
     ("一个查询、两个键", "批量、Tq ≠ Tk、d_v ≠ d_k", "因果掩码", "(B, 1, Tk) 的填充掩码", "T = 1", "多头形状 (B, H, T, d)",
-     "整行都被遮住"),
+     "整行都被屏蔽"),
     "计算流程：矩阵乘 → 缩放 → 掩码 → Softmax → 矩阵乘",
     "softmax(QKᵀ/√d_k)V，q、k、v 的形状 (..., T, d)；mask 为 True 的位置可以注意，空行输出 0。")
 
@@ -202,7 +214,7 @@ def _check_sdpa(fn):
         Case("T = 1", (_randn(2, 1, 16, seed=9, scale=3.0), _randn(2, 1, 16, seed=10), _randn(2, 1, 5, seed=11))),
         Case("多头形状 (B, H, T, d)", (_randn(2, 3, 5, 8, seed=12, scale=2.0), _randn(2, 3, 5, 8, seed=13, scale=2.0),
                                       _randn(2, 3, 5, 8, seed=14))),
-        Case("整行都被遮住", (_randn(2, 2, seed=15), _randn(3, 2, seed=16), _randn(3, 2, seed=17)),
+        Case("整行都被屏蔽", (_randn(2, 2, seed=15), _randn(3, 2, seed=16), _randn(3, 2, seed=17)),
              {"mask": t([[T_, F_, T_], [F_, F_, F_]])}),
     ]
     why = "《缩放点积注意力与自注意力》§为什么要除以 √d_k"
@@ -214,13 +226,14 @@ def _check_sdpa(fn):
                 _sdpa_with(lambda q, v: 1.0 / math.sqrt(v.size(-1))), "", why),
         Mistake("softmax_dim", "Softmax 的方向错了：沿查询（dim=-2）归一化，应当沿键（dim=-1）", _sdpa_with(dim=-2),
                 "每个查询对所有键的权重之和为 1，所以沿最后一维（键）做 Softmax。"),
-        Mistake("mask_ignored", "没有用上 mask", _sdpa_with(ignore_mask=True), "被遮住的键应当得到权重 0。"),
-        Mistake("fill_inf", "用 -inf 填充再 Softmax：全被遮住的查询得到 nan", _sdpa_with(fill=float("-inf")),
+        Mistake("mask_ignored", "没有用上 mask", _sdpa_with(ignore_mask=True), "被屏蔽的键应当得到权重 0。"),
+        Mistake("fill_inf", "用 -inf 填充再 Softmax：全被屏蔽的查询得到 nan", _sdpa_with(fill=float("-inf")),
                 "一个键都不能看的查询，权重和输出都应当是 0。", "《Softmax 函数详解》§三种常见的错误做法"),
-        Mistake("fill_1e9", "用 -1e9 填充再 Softmax：全被遮住的查询成了所有值的平均", _sdpa_with(fill=-1e9),
+        Mistake("fill_1e9", "用 -1e9 填充再 Softmax：全被屏蔽的查询成了所有值的平均", _sdpa_with(fill=-1e9),
                 "一个键都不能看的查询，权重和输出都应当是 0。", "《Softmax 函数详解》§三种常见的错误做法"),
     ]
-    return run_cases(fn, _ref_sdpa, cases, mistakes, SDPA.where, ("q", "k", "v"))
+    return run_cases(fn, _ref_sdpa, cases, mistakes, SDPA.where, ("q", "k", "v"),
+                     watch=forbid(_book_sdpa, ops=("scaled_dot_product_attention",)))
 
 
 register(SDPA, _check_sdpa)

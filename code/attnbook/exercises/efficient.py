@@ -13,6 +13,8 @@ from ..efficient import sliding_window_mask as _book_window
 from ..linear_attention import linear_attention_recurrent as _book_linear
 from . import Case, Exercise, Mistake, register, run_cases
 from ._cases import randn as _randn
+from ._watch import forbid
+from ..sliding_window import band_mask as _book_band
 
 
 # ---------------------------------------------------------------- online_softmax
@@ -61,7 +63,8 @@ def _check_online(fn):
                 "运行最大值每读一块都要更新。"),
         Mistake("per_block", "每一块各自做了 Softmax：各块的权重没有放在同一个分母下", _online_variant(per_block=True), ""),
     ]
-    return run_cases(fn, _book_online, cases, mistakes, ONLINE.where, ("x", "block_size"))
+    return run_cases(fn, _book_online, cases, mistakes, ONLINE.where, ("x", "block_size"),
+                     watch=forbid(_book_online, ops=("softmax",), block_arg=1))
 
 
 register(ONLINE, _check_online)
@@ -86,11 +89,12 @@ def _check_window(fn):
     mistakes = [
         Mistake("one_too_many", "窗口多了一个键：i − j ≤ window，应当是 i − j < window", lambda n, w: _window(n, 0, w), ""),
         Mistake("excludes_self", "窗口里没有自己：查询 i 应当能看见 j = i", lambda n, w: _window(n, 1, w), ""),
-        Mistake("not_causal", "不是因果的：窗口向两边伸展，查询看见了未来", lambda n, w: _window(n, 0, w - 1, causal=False), ""),
+        Mistake("not_causal", "窗口向两边伸展（不是因果的）：查询看见了未来", lambda n, w: _window(n, 0, w - 1, causal=False), ""),
         Mistake("inverted", "True 的含义反了：本书的掩码 True = 可以看", lambda n, w: ~_book_window(n, w), "",
                 "《Softmax 函数详解》§填充掩码与因果掩码"),
     ]
-    return run_cases(fn, lambda n, w: _book_window(n, w), cases, mistakes, WINDOW.where, ("n", "window"))
+    return run_cases(fn, lambda n, w: _book_window(n, w), cases, mistakes, WINDOW.where, ("n", "window"),
+                     watch=forbid(_book_window, _book_band))
 
 
 register(WINDOW, _check_window)

@@ -15,6 +15,7 @@ from ..softmax import cross_entropy as _book_cross_entropy
 from ..train import label_smoothed_cross_entropy as _book_smoothed
 from . import Case, Exercise, Mistake, register, run_cases
 from ._cases import randn as _randn
+from ._watch import forbid
 
 
 def _randint(high, *shape, seed=0):
@@ -64,7 +65,8 @@ def _check_ln(fn):
         Mistake("one_pass", "用 E[x²] − E[x]² 算方差：均值大时两项几乎相消，float32 的舍入误差淹没了方差",
                 _ln_variant(one_pass=True), "先减去均值再平方：((x − μ)²).mean(-1)。"),
     ]
-    return run_cases(fn, _ln_ref, cases, mistakes, LAYER_NORM.where, ("x", "weight", "bias"))
+    return run_cases(fn, _ln_ref, cases, mistakes, LAYER_NORM.where, ("x", "weight", "bias"),
+                     watch=forbid(ops=("layer_norm",)))
 
 
 register(LAYER_NORM, _check_ln)
@@ -108,7 +110,8 @@ def _check_smooth(fn):
         Mistake("naive_log", "先 softmax 再 log：概率下溢成 0 时 log 0 = −inf", _smooth_variant(naive=True),
                 "用 log_softmax（对数域一步算出），不要 log(softmax(z))。", "《Softmax 函数详解》§对数域：`log_softmax` 与 `logsumexp`"),
     ]
-    return run_cases(fn, _book_smoothed, cases, mistakes, SMOOTH.where, ("logits", "target", "smoothing"))
+    return run_cases(fn, _book_smoothed, cases, mistakes, SMOOTH.where, ("logits", "target", "smoothing"),
+                     watch=forbid(_book_smoothed))
 
 
 register(SMOOTH, _check_smooth)
@@ -203,19 +206,21 @@ register(NEXT, _check_next)
 # ---------------------------------------------------------------- top_p_filter
 TOP_P = Exercise(
     "top_p_filter", "top_p_filter(logits, p) -> Tensor", "gpt",
-    ("越过 p 的那个词元", "与最后一个保留的词元并列", "p = 1", "很小的 p", "随机批量（未排序）"),
+    ("越过 p 的那个词元（未排序）", "累计概率恰好等于 p", "与最后一个保留的词元并列", "p = 1", "很小的 p", "随机批量（未排序）"),
     "采样：从分布里取下一个字",
     "按概率从大到小保留累计概率刚达到 p 的最小集合（越过 p 的那个词元也保留），与它概率相等的词元一并保留，其余设为 −inf。")
 
 
-def _top_p_variant(keep_rule="crossing", ties=True, ascending=False, fill=float("-inf")):
+def _top_p_variant(keep_rule="crossing", ties=True, ascending=False, fill=float("-inf"), unsort=True):
     def f(logits, p):
         probs = torch.softmax(logits.float(), -1)
         sp, idx = probs.sort(-1, descending=not ascending)
         cum = sp.cumsum(-1)
-        keep_sorted = (cum < p) if keep_rule == "strict" else (cum - sp < p)
+        keep_sorted = {"strict": cum < p, "hf": cum - sp <= p}.get(keep_rule, cum - sp < p)
         keep_sorted[..., 0] = True
-        keep = torch.zeros_like(keep_sorted).scatter(-1, idx, keep_sorted)
+        if not unsort:                         # ties kept, but the mask stays in sorted order
+            probs = sp
+        keep = torch.zeros_like(keep_sorted).scatter(-1, idx, keep_sorted) if unsort else keep_sorted
         if ties:
             thr = torch.where(keep, probs, torch.ones_like(probs)).amin(-1, keepdim=True)
             keep = keep | (probs >= thr)
@@ -245,7 +250,9 @@ def _check_top_p(fn):
     t = torch.tensor
     lg = lambda *ps: torch.log(t(ps))  # noqa: E731
     cases = [
-        Case("越过 p 的那个词元", (lg(0.5, 0.3, 0.2), 0.6)),
+        Case("越过 p 的那个词元（未排序）", (lg(0.2, 0.5, 0.3), 0.6)),
+        Case("累计概率恰好等于 p", (lg(0.6, 0.3, 0.1), 0.9)),
+        Case("累计概率恰好等于 p", (lg(0.125, 0.5, 0.125, 0.25), 0.75)),
         Case("与最后一个保留的词元并列", (lg(0.4, 0.2, 0.2, 0.2), 0.5)),
         Case("p = 1", (lg(0.7, 0.2, 0.1), 1.0)),
         Case("很小的 p", (lg(0.1, 0.6, 0.3), 0.05)),
@@ -259,10 +266,19 @@ def _check_top_p(fn):
         Mistake("no_ties", "没有保留与最后一个词元并列的词元：保留哪些取决于排序怎样安排相等的值",
                 None, "本书的规则：与最后保留的词元概率相等的都保留（Hugging Face 的 TopPLogitsWarper 只保留其中一部分）。",
                 where, test=_drops_ties),
+        Mistake("no_unsort", "在排好序的顺序里定了保留哪些，却没有换回原来的顺序：留下的是排序后的位置",
+                _top_p_variant(unsort=False),
+                "sort 返回的 indices 记着每个词元原来的位置；保留与否要按它放回（scatter），或者像本书那样用概率阈值直接比较。",
+                where),
+        Mistake("hf_boundary", "累计概率恰好等于 p 时多留了一个词元：用了“前面的累计概率 ≤ p”（Hugging Face 的规则）",
+                _top_p_variant(keep_rule="hf"),
+                "本书的规则是保留累计概率刚达到 p 的最小集合：前面的词元已经凑够 p，下一个就不再保留（前面的累计概率 < p 才保留）。",
+                where),
         Mistake("ascending", "排序方向反了：从概率最小的词元开始累加", _top_p_variant(ascending=True), "", where),
         Mistake("zero_fill", "丢掉的词元设成了 0，应当是 −inf（Softmax 后概率为 0）", _top_p_variant(fill=0.0), "", where),
     ]
-    return run_cases(fn, _book_top_p, cases, mistakes, TOP_P.where, ("logits", "p"))
+    return run_cases(fn, _book_top_p, cases, mistakes, TOP_P.where, ("logits", "p"),
+                     watch=forbid(_book_top_p))
 
 
 register(TOP_P, _check_top_p)

@@ -8,6 +8,7 @@ from ..positional import apply_rotary as _book_rotary
 from ..positional import sinusoidal_encoding as _book_sinusoidal
 from . import Case, Exercise, Mistake, register, run_cases
 from ._cases import randn as _randn
+from ._watch import forbid
 
 
 # ---------------------------------------------------------------- sinusoidal_encoding
@@ -64,7 +65,7 @@ def _check_sinusoidal(fn):
                 _sin_variant(concat=True), "两种排列只差一个固定的特征置换，但本书的约定是偶数位 sin、奇数位 cos。"),
     ]
     return run_cases(fn, lambda n, d: _book_sinusoidal(n, d), cases, mistakes, SINUSOIDAL.where,
-                     ("num_positions", "d_model"))
+                     ("num_positions", "d_model"), watch=forbid(_book_sinusoidal))
 
 
 register(SINUSOIDAL, _check_sinusoidal)
@@ -113,7 +114,8 @@ def _check_rotary(fn):
         Mistake("ignores_positions", "没有用 positions，而是默认从 0 开始编号", _rope_variant(use_positions=False),
                 "生成时新词元的位置从缓存的长度开始，所以位置要作为参数传进来。", "《位置编码》§旋转位置编码（RoPE）"),
     ]
-    return run_cases(fn, _book_rotary, cases, mistakes, ROTARY.where, ("x", "positions"))
+    return run_cases(fn, _book_rotary, cases, mistakes, ROTARY.where, ("x", "positions"),
+                     watch=forbid(_book_rotary))
 
 
 register(ROTARY, _check_rotary)

@@ -9,6 +9,7 @@ from ..paged_cache import gather_blocks as _book_gather
 from ..speculative import residual_distribution as _book_residual
 from . import Case, Exercise, Mistake, register, run_cases
 from ._cases import randn as _randn
+from ._watch import forbid
 
 
 # ---------------------------------------------------------------- paged_gather
@@ -53,7 +54,8 @@ def _check_gather(fn):
         Mistake("ignore_table", "没有按块表取块，而是读了池里最前面的几块", _ignore_table,
                 "块表说的是这个序列的第 i 段存在哪一块；块在池里的位置与序列里的顺序无关。"),
     ]
-    return run_cases(fn, _gather_ref, cases, mistakes, GATHER.where, ("pool", "block_table", "length"))
+    return run_cases(fn, _gather_ref, cases, mistakes, GATHER.where, ("pool", "block_table", "length"),
+                     watch=forbid(_book_gather))
 
 
 register(GATHER, _check_gather)
@@ -76,6 +78,11 @@ def _from_target(p, q):
 
 def _not_normalised(p, q):
     return (p - q).clamp(min=0)
+
+
+def _no_empty_case(p, q):
+    r = (p - q).clamp(min=0)
+    return r / r.sum()          # 0 / 0 = nan when p == q
 
 
 def _absolute(p, q):
@@ -103,6 +110,8 @@ def _check_residual(fn):
                 "接受已经给了每个词元 min(p, q)；拒绝后只该补上 p 比 q 多出来的部分 max(0, p − q)。"),
         Mistake("not_normalised", "没有归一化：max(0, p − q) 的和是拒绝的概率，不是 1", _not_normalised,
                 "除以 Σ max(0, p − q)，它才是一个分布。"),
+        Mistake("no_empty_case", "没有处理 p 与 q 相同的情形：残差为空，0 / 0 得到 nan", _no_empty_case,
+                "p 与 q 处处相同时 max(0, p − q) 全为 0，没有东西可归一化；这时返回 p（反正不会被拒绝）。"),
         Mistake("absolute", "用了 |p − q|：草稿给得多的词元也分到了残差", _absolute,
                 "q 比 p 大的词元已经被接受得太多（接受率 p/q < 1 正是为了削掉它），残差里它们应当是 0。"),
         Mistake("reversed", "把 p 和 q 弄反了：max(0, q − p)", _reversed,

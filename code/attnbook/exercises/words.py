@@ -7,6 +7,8 @@ import torch
 from ..classifier import masked_mean as _book_masked_mean
 from . import Case, Exercise, Mistake, register, run_cases
 from ._cases import randn as _randn
+from ._watch import forbid
+from .. import embeddings as _book_embeddings
 
 
 # ---------------------------------------------------------------- skipgram_pairs
@@ -51,9 +53,9 @@ register(SKIPGRAM, _check_skipgram)
 # ---------------------------------------------------------------- cosine_nearest
 NEAREST = Exercise(
     "cosine_nearest", "cosine_nearest(query, vectors, k) -> LongTensor (k,)", "word_vectors",
-    ("二维的四个向量", "长度差别很大的向量", "k = 1", "随机的 20 个向量"),
+    ("二维的四个向量", "长度差别很大的向量", "k = 1", "有一行是零向量", "随机的 20 个向量"),
     "最近邻",
-    "与 query 余弦相似度最高的 k 个行向量的下标，最相似的在前；query (D,)，vectors (N, D)。")
+    "与 query 余弦相似度最高的 k 个行向量的下标，最相似的在前；零向量的余弦按 0 算；query (D,)，vectors (N, D)。")
 
 
 def _cosine(query, vectors):
@@ -71,6 +73,7 @@ def _check_nearest(fn):
         Case("二维的四个向量", (t([1.0, 0.0]), vecs, 2)),
         Case("长度差别很大的向量", (t([0.0, 2.0]), t([[0.1, 1.0], [20.0, 25.0], [1.0, 0.5], [0.0, -1.0]]), 3)),
         Case("k = 1", (t([1.0, 1.0]), vecs, 1)),
+        Case("有一行是零向量", (t([1.0, 0.0]), t([[1.0, 1.0], [0.0, 0.0], [-1.0, 0.5], [-1.0, -1.0]]), 3)),
         Case("随机的 20 个向量", (_randn(8), _randn(20, 8, seed=1) * torch.rand(20, 1, generator=torch.Generator().manual_seed(2)) * 5, 5)),
     ]
     mistakes = [
@@ -79,9 +82,13 @@ def _check_nearest(fn):
         Mistake("ascending", "排反了：取的是最不相似的 k 个", lambda q, v, k: _cosine(q, v).topk(k, largest=False).indices, ""),
         Mistake("euclidean", "用了欧氏距离：它同时受长度影响，与余弦的排序不同",
                 lambda q, v, k: (v - q).norm(dim=-1).topk(k, largest=False).indices, ""),
+        Mistake("no_zero_guard", "零向量的余弦成了 nan（0/0），被排在了最前面：零向量的相似度应当按 0 算",
+                lambda q, v, k: ((v @ q) / (v.norm(dim=-1) * q.norm())).topk(k).indices,
+                "分母加一个下限（clamp_min(1e-12)），零向量的余弦就是 0；nan 在 topk 和 sort 里都排在最大的位置。"),
         Mistake("values", "返回的是相似度的值，而不是下标", lambda q, v, k: _cosine(q, v).topk(k).values, ""),
     ]
-    return run_cases(fn, _nearest_ref, cases, mistakes, NEAREST.where, ("query", "vectors", "k"))
+    return run_cases(fn, _nearest_ref, cases, mistakes, NEAREST.where, ("query", "vectors", "k"),
+                     watch=forbid(_book_embeddings.cosine_similarity, _book_embeddings.nearest_neighbors))
 
 
 register(NEAREST, _check_nearest)
@@ -127,7 +134,8 @@ def _check_mean(fn):
         Mistake("zero_division", "全是填充的一行除以 0，得到 nan", _mean_nan,
                 "分母用 max(1, 真实长度)，这一行的平均就是 0。"),
     ]
-    return run_cases(fn, _book_masked_mean, cases, mistakes, MEAN.where, ("x", "mask"))
+    return run_cases(fn, _book_masked_mean, cases, mistakes, MEAN.where, ("x", "mask"),
+                     watch=forbid(_book_masked_mean))
 
 
 register(MEAN, _check_mean)
