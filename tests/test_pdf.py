@@ -233,3 +233,58 @@ def test_rewritten_character_map_names_the_ideographs():
     assert fixed == {**nfkc, b"82": "长"}
     assert fixed[b"80"] == "力" and fixed[b"01"] == "一" and fixed[b"10"] == "A"
     assert not pdf_text.radicals_in_cmap(pdf_text.rewrite_cmap(cmap, pdf_text.ideographs_for(radicals)))
+
+
+# Printed words the reader must not see: the web page's toggle labels (English by default, Chinese since
+# nb_code_prompt_show/hide) have nothing to toggle on paper; "练习 {ref}`ex`" doubles the word (the reference says 练习 N.M).
+NOT_PRINTED = ("Hidecodecell", "Showcodecell", "显示代码", "隐藏代码", "练习练习")
+
+
+def test_no_toggle_labels_and_no_doubled_exercise_word(pages_text):
+    text = squash("".join(pages_text))
+    found = {word: text.count(word) for word in NOT_PRINTED if word in text}
+    assert not found, found
+
+
+def doubled(title: str) -> bool:
+    """'1.7. 1.7. 练习练习', '怎样读怎样读': a bookmark whose text is its title twice."""
+    t = squash(title)
+    half = len(t) // 2
+    return bool(t) and (t[:half] == t[half:] or bool(re.match(r"^(\d+(?:\.\d+)*\.)\s+\1\s", title)))
+
+
+def test_outline_has_no_doubled_titles(reader):
+    def walk(items):
+        for item in items:
+            yield from walk(item) if isinstance(item, list) else [item.title]
+
+    titles = list(walk(reader.outline))
+    bad = [t for t in titles if doubled(t)]
+    assert not bad, f"{len(bad)} of {len(titles)} bookmarks doubled, e.g. {bad[:5]}"
+
+
+def test_doubled_bookmark_titles_are_written_once(tmp_path):
+    """pdf_text.fix_outline on bookmarks as Chromium wrote them (one print: 30 of 301 doubled); 哈哈 is a real title."""
+    assert doubled("1.7. 1.7. 练习练习") and doubled("怎样读怎样读") and doubled("5.1.1. 5.1.1. 奇数维度的陷阱奇数维度的陷阱")
+    assert not doubled("1.7. 练习") and not doubled("怎样读") and not doubled("1.1. 11") and not doubled("1.1. 循环")
+    writer = pypdf.PdfWriter()
+    writer.add_blank_page(100, 100)
+    part = writer.add_outline_item("1.7. 1.7. 练习练习", 0)
+    writer.add_outline_item("1.2. 1.2. 循环神经网络：RNN、LSTM 与 GRU循环神经网络：RNN、LSTM 与 GRU", 0, parent=part)
+    writer.add_outline_item("怎样读怎样读", 0)
+    writer.add_outline_item("哈哈", 0)
+    path = tmp_path / "doubled.pdf"
+    writer.write(path)
+    assert pdf_text.fix_outline(path) == 3 and pdf_text.fix_outline(path) == 0
+
+    def walk(items):
+        for item in items:
+            yield from walk(item) if isinstance(item, list) else [item.title]
+
+    assert list(walk(pypdf.PdfReader(path).outline)) == ["1.7. 练习", "1.2. 循环神经网络：RNN、LSTM 与 GRU", "怎样读", "哈哈"]
+
+
+def test_formulas_are_searchable_text(pages_text):
+    """MathJax's assistive MathML is printed (invisibly) over each formula: $d_k$ extracts as 'dk'."""
+    text = squash("".join(pages_text))
+    assert text.count("dk") >= 50, text.count("dk")

@@ -13,7 +13,8 @@ every output through another toolchain (and XeLaTeX with CJK fonts is a 1 GB Deb
    so the PDF outline has bookmarks for each, collapsed blocks opened, a note under each widget) and prints it
    to A4 with page numbers.
 3. ``pdf_text.fix_pdf`` rewrites the character maps in which Chromium names a radical (⼒ U+2F12) for an
-   ideograph sharing its glyph (力), so that the text a reader searches and copies is the page's.
+   ideograph sharing its glyph (力), so that the text a reader searches and copies is the page's;
+   ``pdf_text.fix_outline`` writes once the bookmark titles Chromium wrote twice ("1.7. 1.7. 练习练习").
 """
 
 from __future__ import annotations
@@ -67,6 +68,10 @@ table { max-width: 100%; table-layout: auto; font-size: 8.5pt; word-break: break
 .pdf-part { break-before: page; padding-top: 80mm; text-align: center; font-size: 24pt; border: none; }
 .pdf-chapter { break-before: page; }
 .pdf-note { font-size: 9pt; color: #555; font-style: italic; }
+/* Formulas as text: MathJax's assistive MathML (there for screen readers, clipped away) is painted 1 px high and
+   nearly transparent where the formula is, so a search or a copy finds the formula's symbols. */
+mjx-assistive-mml { clip: auto !important; font-size: 1px !important; line-height: 1px !important;
+  color: rgba(0, 0, 0, 0.02) !important; width: 100% !important; white-space: normal !important; }
 """
 
 # Runs in the page: rebuild <main> as title page + [part heading] + chapters, headings re-levelled by depth.
@@ -75,6 +80,9 @@ ARRANGE_JS = """
   const main = document.querySelector('main') || document.body;
   const article = main.querySelector('article') || main;
   for (const d of document.querySelectorAll('details')) d.open = true;
+  // a hidden cell's toggle ("显示代码 / 隐藏代码"): the printed cell is open and there is nothing to click
+  // (emptied and hidden, not removed: a <details> without a <summary> shows the browser's own "Details")
+  for (const s of document.querySelectorAll('details.hide > summary')) { s.textContent = ''; s.style.display = 'none'; }
   for (const e of document.querySelectorAll('.toggle-hidden')) e.classList.remove('toggle-hidden');
   for (const w of document.querySelectorAll('.attnbook-static-widget')) {
     const p = document.createElement('p'); p.className = 'pdf-note'; p.textContent = note; w.after(p);
@@ -250,6 +258,7 @@ def main() -> int:
     text_start = time.perf_counter()
     info["text_layer"] = pdf_text.fix_pdf(out)  # radicals in Chromium's character maps -> the page's ideographs
     info["text_layer"]["seconds"] = round(time.perf_counter() - text_start, 1)
+    info["bookmarks_undoubled"] = pdf_text.fix_outline(out)  # Chromium wrote some titles twice
     info.update(path=str(out.relative_to(ROOT)), megabytes=round(out.stat().st_size / 2**20, 1),
                 seconds=round(time.perf_counter() - start, 1))
     print(json.dumps(info, ensure_ascii=False))

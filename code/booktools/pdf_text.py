@@ -175,6 +175,48 @@ def fix_pdf(path: Path) -> dict:
     return summary
 
 
+DOUBLED = re.compile(r"^(?P<num>(?:\d+\.)+\s+)?(?P=num)?(?P<text>.{2,}?)\s*(?P=text)$", re.S)
+
+
+def undoubled(title: str) -> str:
+    """'1.7. 1.7. 练习练习' -> '1.7. 练习', '怎样读怎样读' -> '怎样读': a bookmark title written twice, once.
+
+    Chromium writes some bookmarks with the heading's text twice (30 of 301 in one print, not only headings with
+    a label anchor); the number and the words each come twice, one after the other."""
+    m = DOUBLED.match(title)
+    if not m or (m["num"] and not title.startswith(m["num"] * 2)):
+        return title
+    return f"{m['num'] or ''}{m['text']}"
+
+
+def fix_outline(path: Path) -> int:
+    """Rewrite doubled bookmark titles in place (an incremental update); returns how many were rewritten."""
+    import pypdf
+    from pypdf.generic import NameObject, TextStringObject
+
+    reader = pypdf.PdfReader(path)
+    root, doubled = reader.trailer["/Root"], []
+    outlines = root["/Outlines"] if "/Outlines" in root else {}
+    stack = [outlines.raw_get("/First")] if "/First" in outlines else []
+    while stack:   # every bookmark: depth first over /First and /Next (indirect references)
+        ref = stack.pop()
+        node = ref.get_object()
+        if undoubled(str(node.get("/Title", ""))) != str(node.get("/Title", "")):
+            doubled.append(ref.idnum)
+        stack += [node.raw_get(k) for k in ("/Next", "/First") if k in node]
+    if not doubled:
+        return 0
+    writer = pypdf.PdfWriter(str(path), incremental=True)
+    for num in doubled:
+        node = writer.get_object(num)
+        node[NameObject("/Title")] = TextStringObject(undoubled(str(node["/Title"])))
+    partial = path.with_suffix(".partial")
+    with open(partial, "wb") as f:
+        writer.write(f)
+    partial.replace(path)
+    return len(doubled)
+
+
 def _serialize(obj) -> bytes:
     import io
 
