@@ -51,7 +51,7 @@ html, body { background: white !important; }
 .bd-main, .bd-content, .bd-article-container, .bd-article, .bd-page-width, .bd-container, .bd-container__inner
   { max-width: none !important; width: auto !important; padding: 0 !important; margin: 0 !important; display: block !important; }
 body { font-size: 10.5pt; }
-pre, pre span { white-space: pre-wrap !important; overflow-wrap: anywhere; word-break: break-all; }
+pre, pre span { white-space: pre-wrap !important; overflow-wrap: anywhere; }  /* break at spaces, inside a word only when it must */
 pre { font-size: 8pt; overflow: visible !important; max-height: none !important; }
 code { overflow-wrap: anywhere; white-space: normal; }
 img { max-width: 100% !important; height: auto !important; break-inside: avoid; }
