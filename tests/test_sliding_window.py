@@ -208,3 +208,26 @@ def test_streaming_rejects_bad_input():
         sw.streaming_lm_forward(torch.nn.Linear(2, 2), torch.zeros(1, 3, dtype=torch.long), 2)
     with pytest.raises(ValueError, match="window"):
         sw.streaming_lm_forward(_gpt(), torch.zeros(1, 3, dtype=torch.long), 0)
+
+
+@pytest.mark.parametrize("kv", [None, 2])
+def test_clamped_without_a_clamp_is_the_model_and_at_zero_has_no_positions(kv):
+    model = _gpt(kv)
+    ids = torch.randint(0, 19, (2, 12), generator=torch.Generator().manual_seed(6))
+    with torch.no_grad():
+        full = model(ids)
+        torch.testing.assert_close(sw.clamped_lm_forward(model, ids, 11), full, rtol=1e-10, atol=1e-10)
+        clamped = sw.clamped_lm_forward(model, ids, 4)
+        torch.testing.assert_close(clamped[:, :5], full[:, :5], rtol=1e-10, atol=1e-10)   # no distance > 4 yet
+        assert not torch.allclose(clamped[:, 5:], full[:, 5:])
+        zero = sw.clamped_lm_forward(model, ids, 0)              # every key at distance 0: RoPE rotates nothing
+        for layer in model.layers:
+            layer.self_attn.rope_base = None
+        torch.testing.assert_close(zero, model(ids), rtol=1e-10, atol=1e-10)
+
+
+def test_clamped_rejects_bad_input():
+    with pytest.raises(ValueError, match="DecoderOnlyLM"):
+        sw.clamped_lm_forward(torch.nn.Linear(2, 2), torch.zeros(1, 3, dtype=torch.long), 2)
+    with pytest.raises(ValueError, match="max_distance"):
+        sw.clamped_lm_forward(_gpt(), torch.zeros(1, 3, dtype=torch.long), -1)

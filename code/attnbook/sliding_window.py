@@ -23,7 +23,8 @@ from .masks import causal_mask
 from .multihead import merge_heads, repeat_kv, split_heads
 from .positional import apply_rotary
 
-__all__ = ["band_mask_at", "band_mask", "RollingKVCache", "rolling_lm_forward", "streaming_lm_forward"]
+__all__ = ["band_mask_at", "band_mask", "RollingKVCache", "rolling_lm_forward", "streaming_lm_forward",
+           "clamped_lm_forward"]
 
 
 def _check_int(n, name: str, minimum: int) -> int:
@@ -162,11 +163,8 @@ def rolling_lm_forward(model, ids: Tensor, window: int, sinks: int = 0,
         ids: (B, T) int64 -> logits (B, T, V), weights: one (B, H, Tc, held + Tc) per layer from the last
         chunk (all of it when chunk is None: (B, H, T, T) with window >= T, keys in position order)
     """
-    layers = getattr(model, "layers", None)
-    if layers is None or not all(getattr(la, "norm_first", False) and la.cross_attn is None
-                                 and la.self_attn.rope_base is not None for la in layers):
-        raise ValueError("model must be a pre-LN decoder-only LM with RoPE (attnbook.DecoderOnlyLM)")
-    model.check_ids(ids)
+    _check_lm(model, ids)
+    layers = model.layers
     T = ids.size(1)
     chunk = T if chunk is None else _check_int(chunk, "chunk", 1)
     caches = [RollingKVCache(window, sinks) for _ in layers]
@@ -190,6 +188,14 @@ def rolling_lm_forward(model, ids: Tensor, window: int, sinks: int = 0,
     return torch.cat(logits, 1), weights
 
 
+def _check_lm(model, ids: Tensor) -> None:
+    layers = getattr(model, "layers", None)
+    if layers is None or not all(getattr(la, "norm_first", False) and la.cross_attn is None
+                                 and la.self_attn.rope_base is not None for la in layers):
+        raise ValueError("model must be a pre-LN decoder-only LM with RoPE (attnbook.DecoderOnlyLM)")
+    model.check_ids(ids)
+
+
 @torch.no_grad()
 def streaming_lm_forward(model, ids: Tensor, window: int, sinks: int = 0) -> Tensor:
     """Decode an :class:`attnbook.DecoderOnlyLM` token by token with StreamingLLM's positions.
@@ -204,12 +210,9 @@ def streaming_lm_forward(model, ids: Tensor, window: int, sinks: int = 0) -> Ten
     Shape:
         ids: (B, T) int64 -> logits (B, T, V)
     """
-    layers = getattr(model, "layers", None)
-    if layers is None or not all(getattr(la, "norm_first", False) and la.cross_attn is None
-                                 and la.self_attn.rope_base is not None for la in layers):
-        raise ValueError("model must be a pre-LN decoder-only LM with RoPE (attnbook.DecoderOnlyLM)")
+    _check_lm(model, ids)
     window, sinks = _check_int(window, "window", 1), _check_int(sinks, "sinks", 0)
-    model.check_ids(ids)
+    layers = model.layers
     B, T = ids.shape
     raw_k: list[list[Tensor]] = [[] for _ in layers]          # per layer: un-rotated keys, one per step
     raw_v: list[list[Tensor]] = [[] for _ in layers]
@@ -232,3 +235,37 @@ def streaming_lm_forward(model, ids: Tensor, window: int, sinks: int = 0) -> Ten
             x = x + layer.ffn(layer.norm3(x))
         logits.append(model.lm_head(model.final_norm(x)))
     return torch.cat(logits, 1)
+
+
+@torch.no_grad()
+def clamped_lm_forward(model, ids: Tensor, max_distance: int) -> Tensor:
+    """Full causal attention in which every key farther than ``max_distance`` is scored as if it were at
+    ``max_distance``: no key is dropped, only RoPE's distances are capped. With max_distance >= T - 1 this is
+    ``model(ids)``. RoPE's score depends on i - j only, so a far key's score is that of the query placed at
+    ``max_distance`` against the key at 0 (unrotated).
+
+    Shape:
+        ids: (B, T) int64 -> logits (B, T, V)
+    """
+    _check_lm(model, ids)
+    max_distance = _check_int(max_distance, "max_distance", 0)
+    T = ids.size(1)
+    pos = torch.arange(T, device=ids.device)
+    far = (pos[:, None] - pos[None, :]) > max_distance                                 # (T, T)
+    visible = causal_mask(T, device=ids.device)
+    x = model.embed(ids)                                                               # (B, T, D)
+    for layer in model.layers:
+        mha = layer.self_attn
+        h = layer.norm1(x)
+        q, k = split_heads(mha.w_q(h), mha.num_heads), split_heads(mha.w_k(h), mha.num_kv_heads)
+        v = split_heads(mha.w_v(h), mha.num_kv_heads)
+        n_rep = mha.num_heads // mha.num_kv_heads
+        k_rot = repeat_kv(apply_rotary(k, pos, mha.rope_base), n_rep)
+        near = apply_rotary(q, pos, mha.rope_base) @ k_rot.transpose(-1, -2)             # distance i - j
+        q_at_cap = apply_rotary(q, torch.full_like(pos, max_distance), mha.rope_base)
+        capped = q_at_cap @ repeat_kv(k, n_rep).transpose(-1, -2)                       # distance max_distance
+        scores = torch.where(far, capped, near) / q.size(-1) ** 0.5                     # (B, H, T, T)
+        weights = torch.softmax(scores.masked_fill(~visible, float("-inf")), dim=-1)
+        x = x + mha.w_o(merge_heads(weights @ repeat_kv(v, n_rep)))
+        x = x + layer.ffn(layer.norm3(x))
+    return model.lm_head(model.final_norm(x))
