@@ -5,7 +5,7 @@ commit the book is built from (``book_ref``), when it is not importable. Sphinx-
 ``{literalinclude}`` of a ``:pyobject:`` becomes the function's source, ``{exercise}`` and
 ``{solution}`` become a heading and a collapsed ``<details>`` (a gated ``{solution-start}`` … ``{solution-end}``, which
 holds code cells, a heading), other directives a quoted block,
-and roles their Markdown: a ``{glue:*}`` role the value this build computed (read from the executed notebook in
+and roles their Markdown: a ``{glue:*}`` role the value this build computed (read from ``<chapter>.glue.json`` beside the executed notebook in
 ``_build/jupyter_execute``), formatted as on the page and marked ``<b>…</b>`` as the book's result; ``{ref}``,
 ``{doc}``, ``{numref}`` and ``[text](#label)`` a link to the published page and anchor (``html.baseurl``), with the
 text the page shows (read from ``_build/html``); ``{term}`` its words; ``(label)=`` lines go. A notebook therefore
@@ -24,6 +24,7 @@ import argparse
 import ast
 import functools
 import html as html_lib
+import json
 import os
 import posixpath
 import re
@@ -72,7 +73,6 @@ SUBSTITUTION = re.compile(r"\{\{\s*(\w+)\s*\}\}")       # {{ errata_count }}: a 
 LOCAL_LINK = re.compile(r"\[(?P<text>[^\]]+)\]\(#(?P<label>[^)]*)\)")  # [text](#label): a cross-reference
 LABEL_LINE = re.compile(r"^\([\w:.-]+\)=[ \t]*\n?", re.M)                 # (label)= above a heading
 TITLED = re.compile(r"^(?P<title>.*?)\s*<(?P<target>[^<>]+)>$", re.S)   # {ref}`text <label>`
-GLUE_PREFIX = "application/papermill.record/"   # attnbook.book.glue's mime prefix (myst-nb reads it back)
 RESULT_NOTE = ("> **这本笔记本由本书的构建生成**（提交 `{ref}`）。正文里<b>加粗</b>的数是构建时这些代码算出的结果，"
                "与网页版相同；你重新运行时，如果随机种子、torch 版本或硬件不同，算出的数可能略有出入。"
                "文中的链接指向网页版：{url}")
@@ -97,18 +97,15 @@ class Build:
 
     @functools.lru_cache(maxsize=None)
     def glued(self, docname: str) -> dict[str, dict]:
-        """Every value a chapter glued: key -> its mime bundle, from the build's executed notebook."""
+        """Every value a chapter glued: key -> its mime bundle (myst-nb writes them to ``<docname>.glue.json``
+        beside the executed notebook, whose hidden glue cells keep no outputs)."""
         path = self.executed / f"{docname}.ipynb"
         if not path.exists():
             raise FileNotFoundError(f"{path} is missing: the notebooks carry the built book, run `make book`")
-        values = {}
-        for cell in nbformat.read(path, as_version=4).cells:
-            for out in cell.get("outputs", []):
-                meta = out.get("metadata", {}).get("scrapbook")
-                if meta:
-                    prefix = meta.get("mime_prefix", "")
-                    values[meta["name"]] = {k.removeprefix(prefix): v for k, v in out.get("data", {}).items()}
-        return values
+        glue = path.with_name(f"{path.stem}.glue.json")
+        if not glue.exists():
+            return {}
+        return {key: out.get("data", {}) for key, out in json.loads(glue.read_text(encoding="utf-8")).items()}
 
     @functools.lru_cache(maxsize=None)
     def _page(self, uri: str) -> str:
