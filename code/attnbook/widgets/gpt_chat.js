@@ -66,16 +66,18 @@ function gptRunner(w) {
   }
   function reset() { cache = Array.from({ length: c.num_layers }, () => ({ k: [], v: [] })); }
 
-  function step(id) {                             // one token at the next position -> hidden state, attention rows
-    const pos = cache[0].k.length, att = [];
+  function step(id, keysOnly) {                   // one token at the next position -> hidden state, attention rows
+    const pos = cache[0].k.length, att = [];        // keysOnly: fill the cache only (the last layer stops at K, V)
     const x = Float64Array.from(t["embed.weight"].subarray(id * D, (id + 1) * D));
     for (let l = 0; l < c.num_layers; l++) {
       const p = `layers.${l}.`, h = layerNorm(p + "norm1", x), kv = cache[l];
-      const q = linear(p + "self_attn.w_q", h), k = linear(p + "self_attn.w_k", h);
-      rotate(q, H, pos);
+      const k = linear(p + "self_attn.w_k", h);
       rotate(k, c.num_kv_heads, pos);
       kv.k.push(k);
       kv.v.push(linear(p + "self_attn.w_v", h));
+      if (keysOnly && l === c.num_layers - 1) return null;
+      const q = linear(p + "self_attn.w_q", h);
+      rotate(q, H, pos);
       const heads = new Float64Array(D), rows = [];
       for (let hd = 0; hd < H; hd++) {
         const qo = hd * Dh, g = Math.floor(hd / group) * Dh;     // the key/value head this query head reads
@@ -102,8 +104,8 @@ function gptRunner(w) {
   function next(ids, ctx) {                       // the last position's logits as generate reads them
     const start = Math.max(0, ids.length - ctx);
     if (start > 0 || cache[0].k.length >= ids.length) reset();
-    let out;
-    for (let i = start + cache[0].k.length; i < ids.length; i++) out = step(ids[i]);
+    for (let i = start + cache[0].k.length; i < ids.length - 1; i++) step(ids[i], true);
+    const out = step(ids[ids.length - 1], false);
     return { z: logits(out.x), att: out.att, start };
   }
   reset();
