@@ -47,9 +47,24 @@ class Mistake:
     test: Callable | None = None   # test(args, kwargs, expected, got) -> bool, where no single output is "the" wrong one
 
 
+_SEED = [0]      # 0: the cases on the page; the teacher command's --seed N draws others
+
+
+def set_seed(n: int) -> None:
+    """Draw every checker's random cases from seed n (0, the default, gives the cases the page shows)."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"seed must be a non-negative int, got {n!r}")
+    _SEED[0] = n
+
+
+def generator(seed: int) -> torch.Generator:
+    """The checkers' random source: ``seed`` shifted by the seed set with :func:`set_seed`."""
+    return torch.Generator().manual_seed(seed + 1_000_003 * _SEED[0])
+
+
 def randn(*shape, seed: int = 0, scale: float = 1.0, dtype: torch.dtype = torch.float32) -> Tensor:
     """A seeded standard-normal tensor times ``scale``: the checkers' random inputs."""
-    return (torch.randn(*shape, generator=torch.Generator().manual_seed(seed)) * scale).to(dtype)
+    return (torch.randn(*shape, generator=generator(seed)) * scale).to(dtype)
 
 
 def _clone(obj):

@@ -8,6 +8,7 @@ from ..recurrent import lstm_step as _book_lstm_step
 from ..scoring import additive_score as _book_additive
 from ..softmax import softmax as _book_softmax
 from . import Case, Exercise, Mistake, register, run_cases
+from ._cases import generator as _generator
 from ._cases import randn as _randn
 from ._watch import forbid
 from ..scoring import attend as _book_attend
@@ -149,7 +150,7 @@ def _kernel_variant(dim=-1, normalise="stable", power=2, square_width=True):
 
 def _check_kernel(fn):
     t = torch.tensor
-    g = torch.Generator().manual_seed(1)
+    g = _generator(1)
     keys = torch.rand(8, generator=g) * 80
     cases = [
         Case("两个键", (t([0.0, 1.0, 2.0]), t([0.0, 2.0]), t([10.0, 20.0]), 1.0)),

@@ -11,10 +11,11 @@ from ..masks import causal_mask as _book_causal
 from ..softmax import masked_softmax as _book_masked
 from ..softmax import softmax as _book_softmax
 from . import Case, Exercise, Mistake, register, run_cases
+from ._cases import generator as _generator
 from ._cases import randn as _randn
 from ._watch import forbid
 
-_G = lambda seed: torch.Generator().manual_seed(seed)  # noqa: E731
+_G = _generator
 
 
 # ---------------------------------------------------------------- stable_softmax

@@ -14,12 +14,13 @@ from ..sampling import top_p_filter as _book_top_p
 from ..softmax import cross_entropy as _book_cross_entropy
 from ..train import label_smoothed_cross_entropy as _book_smoothed
 from . import Case, Exercise, Mistake, register, run_cases
+from ._cases import generator as _generator
 from ._cases import randn as _randn
 from ._watch import forbid
 
 
 def _randint(high, *shape, seed=0):
-    return torch.randint(high, shape, generator=torch.Generator().manual_seed(seed))
+    return torch.randint(high, shape, generator=_generator(seed))
 
 
 # ---------------------------------------------------------------- layer_norm

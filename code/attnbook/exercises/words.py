@@ -6,6 +6,7 @@ import torch
 
 from ..classifier import masked_mean as _book_masked_mean
 from . import Case, Exercise, Mistake, register, run_cases
+from ._cases import generator as _generator
 from ._cases import randn as _randn
 from ._watch import forbid
 from .. import embeddings as _book_embeddings
@@ -74,7 +75,7 @@ def _check_nearest(fn):
         Case("长度差别很大的向量", (t([0.0, 2.0]), t([[0.1, 1.0], [20.0, 25.0], [1.0, 0.5], [0.0, -1.0]]), 3)),
         Case("k = 1", (t([1.0, 1.0]), vecs, 1)),
         Case("有一行是零向量", (t([1.0, 0.0]), t([[1.0, 1.0], [0.0, 0.0], [-1.0, 0.5], [-1.0, -1.0]]), 3)),
-        Case("随机的 20 个向量", (_randn(8), _randn(20, 8, seed=1) * torch.rand(20, 1, generator=torch.Generator().manual_seed(2)) * 5, 5)),
+        Case("随机的 20 个向量", (_randn(8), _randn(20, 8, seed=1) * torch.rand(20, 1, generator=_generator(2)) * 5, 5)),
     ]
     mistakes = [
         Mistake("dot", "用了点积而不是余弦：长的向量总是排在前面", lambda q, v, k: (v @ q).topk(k).indices,
