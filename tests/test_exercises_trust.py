@@ -259,3 +259,32 @@ def residual_equal_guard(p, q):
 def test_correct_variants_still_pass(name, fn):
     result = _check(name, fn)
     assert result.passed, result.message
+
+
+# ---------------------------------------------------------------- diagnoses the chapter readers missed
+def layer_norm_over_positions(x, weight, bias, eps=1e-5):
+    mu = x.mean(-2, keepdim=True)
+    return (x - mu) / torch.sqrt(x.var(-2, unbiased=False, keepdim=True) + eps) * weight + bias
+
+
+def smoothing_not_a_distribution(logits, target, smoothing):
+    v = logits.size(-1)
+    onehot = F.one_hot(target, v).to(logits.dtype)
+    q = (1 - smoothing) * onehot + smoothing / v * (1 - onehot)
+    return -(q * torch.log_softmax(logits, -1)).sum(-1).mean()
+
+
+@pytest.mark.parametrize("name, fn, key", [("layer_norm", layer_norm_over_positions, "positions"),
+                                           ("label_smoothed_cross_entropy", smoothing_not_a_distribution,
+                                            "not_distribution")])
+def test_readers_wrong_versions_are_named(name, fn, key):
+    result = _check(name, fn)
+    assert not result.passed and result.mistake == key, result.message
+
+
+def test_long_inputs_are_shown_by_shape():
+    def mha_scale_d(x, w_q, w_k, w_v, w_o, num_heads):
+        return x @ w_v @ w_o * 2.0
+    result = _check("multihead_attention", mha_scale_d)
+    line = next(s for s in result.message.splitlines() if s.strip().startswith("输入"))
+    assert not result.passed and len(line) < 400, line

@@ -248,10 +248,14 @@ def call_here(fn: Callable, args: tuple, kwargs: dict, arg_names: Sequence[str] 
     return Call(got=got, changed=tuple(changed), seen=tuple(dict.fromkeys(seen)))
 
 
-def _inputs(case: Case, arg_names: Sequence[str]) -> str:
-    parts = [f"{n} = {show(a)}" for n, a in zip(arg_names, case.args)]
-    parts += [f"{k} = {show(v)}" for k, v in case.kwargs.items()]
-    return "，".join(parts)
+def _inputs(case: Case, arg_names: Sequence[str], brief: bool = False) -> str:
+    """The case's inputs; when that runs long (several weight matrices), tensors over 8 elements by shape."""
+    fmt = (lambda a: f"形状 {tuple(a.shape)} 的张量" if isinstance(a, Tensor) and a.numel() > 8 else show(a)) \
+        if brief else show
+    parts = [f"{n} = {fmt(a)}" for n, a in zip(arg_names, case.args)]
+    parts += [f"{k} = {fmt(v)}" for k, v in case.kwargs.items()]
+    text = "，".join(parts)
+    return _inputs(case, arg_names, True) if len(text) > 400 and not brief else text
 
 
 def _tol(case: Case, expected) -> tuple[float, float]:

@@ -62,6 +62,8 @@ def _check_ln(fn):
         Mistake("eps_outside", "eps 加在了根号外面：应当是 √(方差 + eps)", _ln_variant(eps_outside=True), ""),
         Mistake("wrong_dims", "在 (T, D) 整块上求均值和方差：层归一化只沿最后一维（每个位置各自归一化）",
                 _ln_variant(dims=(-2, -1)), ""),
+        Mistake("positions", "沿位置（dim=−2）做了归一化：层归一化对每个位置沿特征维（最后一维）各自归一化",
+                _ln_variant(dims=(-2,)), "mean 与 var 都用 dim=−1（keepdim=True）。"),
         Mistake("no_affine", "没有乘 weight、加 bias", _ln_variant(affine=False), ""),
         Mistake("one_pass", "用 E[x²] − E[x]² 算方差：均值大时两项几乎相消，float32 的舍入误差淹没了方差",
                 _ln_variant(one_pass=True), "先减去均值再平方：((x − μ)²).mean(-1)。"),
@@ -88,6 +90,8 @@ def _smooth_variant(convention="all", uniform=True, reduction="mean", naive=Fals
         onehot = F.one_hot(target, v).to(logp.dtype)
         if convention == "others":
             q = (1 - smoothing) * onehot + smoothing / (v - 1) * (1 - onehot)
+        elif convention == "not_distribution":
+            q = (1 - smoothing) * onehot + smoothing / v * (1 - onehot)
         else:
             q = (1 - smoothing) * onehot + (smoothing / v if uniform else 0.0)
         loss = -(q * logp).sum(-1)
@@ -106,6 +110,8 @@ def _check_smooth(fn):
     mistakes = [
         Mistake("others", "ε 只分给了其余 V − 1 个类：本书（与 PyTorch）把 ε/V 分给全部 V 个类，正确类也有一份",
                 _smooth_variant(convention="others"), "两种约定都有人用；这里按 F.cross_entropy(label_smoothing=) 的约定。"),
+        Mistake("not_distribution", "正确类给了 1 − ε、其余每类 ε/V：目标分布的和是 1 − ε/V，不是 1",
+                _smooth_variant(convention="not_distribution"), "正确类是 (1 − ε) + ε/V：ε/V 分给全部 V 个类，也包括正确类。"),
         Mistake("no_uniform", "只把正确类的权重乘了 (1 − ε)，没有加上 ε/V 的均匀部分", _smooth_variant(uniform=False), ""),
         Mistake("sum", "对样本求了和，应当取平均", _smooth_variant(reduction="sum"), ""),
         Mistake("naive_log", "先 softmax 再 log：概率下溢成 0 时 log 0 = −inf", _smooth_variant(naive=True),
