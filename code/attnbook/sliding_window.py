@@ -196,9 +196,33 @@ def _check_lm(model, ids: Tensor) -> None:
     model.check_ids(ids)
 
 
+def _rope_lm_forward(model, ids: Tensor, visible: Tensor, moved: Tensor, q_pos: Tensor, k_pos: Tensor) -> Tensor:
+    """The model's forward with its own mask ``visible`` (T, T); where ``moved`` (T, T) is True the score is
+    taken with the query rotated at ``q_pos[i]`` and the key at ``k_pos[j]`` instead of at i and j (RoPE's score
+    depends on the difference only)."""
+    T = ids.size(1)
+    pos = torch.arange(T, device=ids.device)
+    x = model.embed(ids)                                                               # (B, T, D)
+    for layer in model.layers:
+        mha = layer.self_attn
+        h = layer.norm1(x)
+        q, k = split_heads(mha.w_q(h), mha.num_heads), split_heads(mha.w_k(h), mha.num_kv_heads)
+        v = split_heads(mha.w_v(h), mha.num_kv_heads)
+        n_rep = mha.num_heads // mha.num_kv_heads
+        rope = lambda x, p: apply_rotary(x, p, mha.rope_base)                         # noqa: E731
+        near = rope(q, pos) @ repeat_kv(rope(k, pos), n_rep).transpose(-1, -2)      # distance i - j
+        far = rope(q, q_pos) @ repeat_kv(rope(k, k_pos), n_rep).transpose(-1, -2)   # distance q_pos[i] - k_pos[j]
+        scores = torch.where(moved, far, near) / q.size(-1) ** 0.5                     # (B, H, T, T)
+        weights = torch.softmax(scores.masked_fill(~visible, float("-inf")), dim=-1)
+        x = x + mha.w_o(merge_heads(weights @ repeat_kv(v, n_rep)))
+        x = x + layer.ffn(layer.norm3(x))
+    return model.lm_head(model.final_norm(x))
+
+
 @torch.no_grad()
 def streaming_lm_forward(model, ids: Tensor, window: int, sinks: int = 0) -> Tensor:
-    """Decode an :class:`attnbook.DecoderOnlyLM` token by token with StreamingLLM's positions.
+    """The logits of decoding an :class:`attnbook.DecoderOnlyLM` token by token with StreamingLLM's positions
+    (all steps computed at once).
 
     At step t each layer holds the first ``sinks`` tokens and the last ``window`` ones (t included),
     in position order, with their keys cached *before* RoPE. The held keys are rotated at their place
@@ -212,37 +236,20 @@ def streaming_lm_forward(model, ids: Tensor, window: int, sinks: int = 0) -> Ten
     """
     _check_lm(model, ids)
     window, sinks = _check_int(window, "window", 1), _check_int(sinks, "sinks", 0)
-    layers = model.layers
-    B, T = ids.shape
-    raw_k: list[list[Tensor]] = [[] for _ in layers]          # per layer: un-rotated keys, one per step
-    raw_v: list[list[Tensor]] = [[] for _ in layers]
-    logits = []
-    for t in range(T):
-        held = [j for j in range(t + 1) if j < sinks or t - j < window]                 # position order
-        pos = torch.arange(len(held), device=ids.device)                                 # renumbered
-        x = model.embed(ids[:, t:t + 1])                                                 # (B, 1, D)
-        for li, layer in enumerate(layers):
-            mha = layer.self_attn
-            h = layer.norm1(x)
-            raw_k[li].append(split_heads(mha.w_k(h), mha.num_kv_heads))                  # (B, Hkv, 1, Dh)
-            raw_v[li].append(split_heads(mha.w_v(h), mha.num_kv_heads))
-            k = apply_rotary(torch.cat([raw_k[li][j] for j in held], 2), pos, mha.rope_base)   # (B, Hkv, n, Dh)
-            v = torch.cat([raw_v[li][j] for j in held], 2)
-            q = apply_rotary(split_heads(mha.w_q(h), mha.num_heads), pos[-1:], mha.rope_base)  # at n - 1
-            n_rep = mha.num_heads // mha.num_kv_heads
-            out, _ = scaled_dot_product_attention(q, repeat_kv(k, n_rep), repeat_kv(v, n_rep))
-            x = x + mha.w_o(merge_heads(out))
-            x = x + layer.ffn(layer.norm3(x))
-        logits.append(model.lm_head(model.final_norm(x)))
-    return torch.cat(logits, 1)
+    T = ids.size(1)
+    pos = torch.arange(T, device=ids.device)
+    # cache of n = min(t + 1, sinks + window) tokens renumbered 0 .. n-1: a window key keeps distance t - j,
+    # an evicted-window sink j sits at j while the query sits at n - 1
+    sink_only = (pos[None, :] < sinks) & (pos[:, None] - pos[None, :] >= window)       # (T, T)
+    return _rope_lm_forward(model, ids, band_mask(T, window, sinks, device=ids.device), sink_only,
+                            pos.clamp(max=sinks + window - 1), pos)
 
 
 @torch.no_grad()
 def clamped_lm_forward(model, ids: Tensor, max_distance: int) -> Tensor:
     """Full causal attention in which every key farther than ``max_distance`` is scored as if it were at
     ``max_distance``: no key is dropped, only RoPE's distances are capped. With max_distance >= T - 1 this is
-    ``model(ids)``. RoPE's score depends on i - j only, so a far key's score is that of the query placed at
-    ``max_distance`` against the key at 0 (unrotated).
+    ``model(ids)``.
 
     Shape:
         ids: (B, T) int64 -> logits (B, T, V)
@@ -252,20 +259,5 @@ def clamped_lm_forward(model, ids: Tensor, max_distance: int) -> Tensor:
     T = ids.size(1)
     pos = torch.arange(T, device=ids.device)
     far = (pos[:, None] - pos[None, :]) > max_distance                                 # (T, T)
-    visible = causal_mask(T, device=ids.device)
-    x = model.embed(ids)                                                               # (B, T, D)
-    for layer in model.layers:
-        mha = layer.self_attn
-        h = layer.norm1(x)
-        q, k = split_heads(mha.w_q(h), mha.num_heads), split_heads(mha.w_k(h), mha.num_kv_heads)
-        v = split_heads(mha.w_v(h), mha.num_kv_heads)
-        n_rep = mha.num_heads // mha.num_kv_heads
-        k_rot = repeat_kv(apply_rotary(k, pos, mha.rope_base), n_rep)
-        near = apply_rotary(q, pos, mha.rope_base) @ k_rot.transpose(-1, -2)             # distance i - j
-        q_at_cap = apply_rotary(q, torch.full_like(pos, max_distance), mha.rope_base)
-        capped = q_at_cap @ repeat_kv(k, n_rep).transpose(-1, -2)                       # distance max_distance
-        scores = torch.where(far, capped, near) / q.size(-1) ** 0.5                     # (B, H, T, T)
-        weights = torch.softmax(scores.masked_fill(~visible, float("-inf")), dim=-1)
-        x = x + mha.w_o(merge_heads(weights @ repeat_kv(v, n_rep)))
-        x = x + layer.ffn(layer.norm3(x))
-    return model.lm_head(model.final_norm(x))
+    return _rope_lm_forward(model, ids, causal_mask(T, device=ids.device), far,
+                            torch.full_like(pos, max_distance), torch.zeros_like(pos))
