@@ -135,7 +135,8 @@ def test_initial_continuation_is_the_models_greedy_generate(widget):
 
 def test_mulberry32_is_uniform_and_seeded():
     a = [next(d) for d in [mulberry32(7)] for _ in range(2000)]
-    assert a[:5] == [x for x, _ in zip(mulberry32(7), range(5))] and a[:5] != [x for x, _ in zip(mulberry32(8), range(5))]
+    first = lambda seed: [x for x, _ in zip(mulberry32(seed), range(5))]   # noqa: E731
+    assert a[:5] == first(7) and a[:5] != first(8)
     assert all(0 <= x < 1 for x in a) and abs(sum(a) / len(a) - 0.5) < 0.03
 
 
@@ -210,7 +211,8 @@ def renderer_cpu_seconds() -> float:
 def speed(page, el, prompt: str, count: int, repeats: int = 3) -> float:
     """Characters per CPU second of greedy generation in the page (one JS thread: one core)."""
     before = renderer_cpu_seconds()
-    page.evaluate("""([el, p, n, r]) => { for (let i = 0; i < r; i++) el.attnbookGpt.generate(p, n, { greedy: true }); }""",
+    page.evaluate("""([el, p, n, r]) => {
+                       for (let i = 0; i < r; i++) el.attnbookGpt.generate(p, n, { greedy: true }); }""",
                   [el, prompt, count, repeats])
     return count * repeats / (renderer_cpu_seconds() - before)
 
@@ -238,7 +240,8 @@ def test_sampled_continuations_follow_the_sampling_rules_and_the_seed(browser, s
     python = attnbook.GptChatWidget(small_model(), ITOS, "一丁七万")
     page, errors, _ = visit(browser, served)
     el = page.locator('[data-widget="GptChatWidget"]').element_handle()
-    for temperature, top_k, top_p, seed in [(1.0, 0, 1.0, 0), (0.7, 20, 1.0, 5), (1.5, 0, 0.9, 11), (2.0, 8, 0.8, 123456)]:
+    for temperature, top_k, top_p, seed in [(1.0, 0, 1.0, 0), (0.7, 20, 1.0, 5), (1.5, 0, 0.9, 11),
+                                            (2.0, 8, 0.8, 123456)]:
         python.set_controls(greedy=False, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
         controls = dict(greedy=False, temperature=temperature, top_k=top_k, top_p=top_p)
         for prompt in ("一丁七万", "丈三上下不与丐丑专且丕世"):

@@ -30,8 +30,8 @@ def test_the_built_gpt_page_runs_its_shipped_model(browser, book_url, built_html
     name, weights = read_weights_script(text)
     assert name == block.group(1) and text == weights_script(weights, name)
     assert shipped.stat().st_size <= 1_500_000 and len(html.encode()) <= 500_000
-    print(f"\ngpt.html {len(html.encode()) / 1000:.0f} KB, its widget block {len(block.group(0).encode()) / 1000:.1f} KB, "
-          f"{name} {shipped.stat().st_size / 1000:.0f} KB")
+    print(f"\ngpt.html {len(html.encode()) / 1000:.0f} KB, its widget block "
+          f"{len(block.group(0).encode()) / 1000:.1f} KB, {name} {shipped.stat().st_size / 1000:.0f} KB")
 
     model, itos = load_weights(weights), weights["itos"]
     stoi = {c: i for i, c in enumerate(itos)}

@@ -81,7 +81,11 @@ function gptRunner(w) {
       const heads = new Float64Array(D), rows = [];
       for (let hd = 0; hd < H; hd++) {
         const qo = hd * Dh, g = Math.floor(hd / group) * Dh;     // the key/value head this query head reads
-        const s = kv.k.map((kk) => { let d = 0; for (let i = 0; i < Dh; i++) d += q[qo + i] * kk[g + i]; return d * scale; });
+        const s = kv.k.map((kk) => {
+          let d = 0;
+          for (let i = 0; i < Dh; i++) d += q[qo + i] * kk[g + i];
+          return d * scale;
+        });
         const a = softmax(s);
         a.forEach((wj, j) => { const vv = kv.v[j]; for (let i = 0; i < Dh; i++) heads[qo + i] += wj * vv[g + i]; });
         rows.push(a);
@@ -129,15 +133,16 @@ function render({ model, el }) {
     : (globalThis.attnbookGptWeights || {})[get("weights_file")];
   const show = (ch) => SHOWN[ch] || ch;
 
-  const box = Object.assign(document.createElement("input"), { type: "text", value: get("prompt"), className: "prompt" });
+  const input = (attrs) => Object.assign(document.createElement("input"), attrs);
+  const box = input({ type: "text", value: get("prompt"), className: "prompt" });
   box.setAttribute("aria-label", "开头");
   box.style.width = "16em";
   const go = Object.assign(document.createElement("button"), { textContent: "续写", className: "go" });
   const promptRow = document.createElement("div");
   promptRow.className = "attnbook-controls";
   promptRow.append("开头 ", box, go);
-  const greedyBox = Object.assign(document.createElement("input"), { type: "checkbox", className: "greedy" });
-  const seedBox = Object.assign(document.createElement("input"), { type: "number", min: 0, step: 1, className: "seed" });
+  const greedyBox = input({ type: "checkbox", className: "greedy" });
+  const seedBox = input({ type: "number", min: 0, step: 1, className: "seed" });
   seedBox.style.width = "5em";
   const modeRow = document.createElement("div");
   modeRow.className = "attnbook-controls";
@@ -187,7 +192,8 @@ function render({ model, el }) {
     const { ch, start, att, ids } = written[i];
     panel.replaceChildren();
     const head = document.createElement("div");
-    head.textContent = `写出「${show(ch)}」时，各层各头对所读的 ${ids.length - start} 个字的注意力（颜色越深权重越大，每行按最大值着色）：`;
+    head.textContent = `写出「${show(ch)}」时，各层各头对所读的 ${ids.length - start} 个字的注意力` +
+      "（颜色越深权重越大，每行按最大值着色）：";
     panel.append(head);
     att.forEach((rows, l) => rows.forEach((a, h) => {
       const row = document.createElement("div");
@@ -259,7 +265,9 @@ function render({ model, el }) {
   K.input.addEventListener("input", () => set("top_k", Number(K.input.value)));
   P.input.addEventListener("input", () => set("top_p", Number(P.input.value)));
   N.input.addEventListener("input", () => set("max_new", Number(N.input.value)));
-  for (const key of ["greedy", "seed", "temperature", "top_k", "top_p", "max_new"]) model.on(`change:${key}`, drawControls);
+  for (const key of ["greedy", "seed", "temperature", "top_k", "top_p", "max_new"]) {
+    model.on(`change:${key}`, drawControls);
+  }
   model.on("change:prompt", () => { box.value = get("prompt"); });
   drawControls();
 
@@ -273,7 +281,8 @@ function render({ model, el }) {
   } else {                                        // no weights (the PDF): Python's continuation, not interactive
     text.replaceChildren(...Array.from(get("prompt")).map((ch) => span(ch, "prompt-char")),
                          ...get("initial").map((ch) => span(ch, "gen-char")));
-    message.textContent = `没有载入模型的权重文件 ${get("weights_file")}：这里是构建时算出的续写，不能交互。`;
+    message.textContent = `没有载入模型的权重文件 ${get("weights_file")}：` +
+      "这里是构建时算出的续写，不能交互。";
   }
 }
 
