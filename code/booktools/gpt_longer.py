@@ -57,7 +57,7 @@ def main() -> None:
     ns = shell.user_ns
     probe_ngrams = {n: ns["math"].exp(ns["ngram_nll"](lm, ns["probe"])) for n, lm in ns["ngrams"].items()}
     print("n-grams on the validation slice: " + ", ".join(f"{n}-gram {p:.1f}" for n, p in probe_ngrams.items()))
-    print(f"training: {ns['STEPS']} steps of {ns['BATCH']} windows, {ns['seconds']:.0f} s on one thread")
+    print(f"training: {ns['STEPS']} steps of {ns['BATCH']} windows")
     for c in ns["checkpoints"]:
         print(f"step {c['step']:6}  validation-slice perplexity {c['val_ppl']:7.1f}")
     val = ns["streams"]["val"]
