@@ -2,15 +2,17 @@
 
 Each exercise has a name, a signature, the chapter that teaches it, and a checker that compares the reader's
 function with the book's own implementation on random inputs and on the edge cases that matter (an empty
-row, ties, large logits, T = 1, odd sizes, float16), and recognises the common wrong versions. A wrong,
-crashing or slow function is reported in Chinese, never raised.
+row, ties, large logits, T = 1, odd sizes, float16), and recognises the common wrong versions; it also fails a
+function that changes its inputs or calls what the exercise forbids. A wrong, crashing or slow function is
+reported in Chinese, never raised.
 
     from attnbook import exercises
     exercises.names()                         # every exercise, in book order
     exercises.info("masked_softmax")          # .signature, .chapter, .covers
     exercises.check("masked_softmax", fn)     # Result: .passed, .message (shown in a notebook)
 
-Teachers: ``python -m attnbook.exercises student.py`` checks every exercise function in a file.
+Teachers: ``python -m attnbook.exercises student.py …`` checks every exercise function in the files, each file in
+its own interpreter that only computes (see ``__main__``).
 Tensors are torch tensors, vectors are rows (y = x @ W), masks are boolean with True = may attend.
 """
 

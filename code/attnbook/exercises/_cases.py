@@ -1,9 +1,10 @@
 """The case driver shared by every checker: call fn and the reference on each case, compare, explain.
 
 A checker builds a list of :class:`Case` (small, readable ones first) and a list of :class:`Mistake` (the
-typical wrong versions, each implemented), and calls :func:`run_cases`. On the first case where fn disagrees
-with the reference, the message shows that case (input, expected, got), and if fn's output equals one of the
-mistakes' outputs on it, says which mistake it looks like and where the chapter explains it.
+typical wrong versions, each implemented), and calls :func:`run_cases`. fn runs on every case (on copies of the
+inputs, watched by ``_watch``). The message shows the first case where fn disagrees with the reference (input,
+expected, got) and the mistake it looks like; then every other mistake the failing cases show, an input fn
+changed in place, a call the exercise forbids; and where the chapter explains each.
 """
 
 from __future__ import annotations
