@@ -153,13 +153,7 @@ def test_readme_local_cpu_install_works_in_a_clean_venv(tmp_path):
     if not (notebooks_dir / "binder" / "requirements.txt").exists():
         pytest.fail("_build/notebooks/binder/requirements.txt is missing: run `make notebooks` (make test does)")
     cpu_index = CPU_INDEX if _reachable(f"{CPU_INDEX}/torch/") else _local_cpu_index(tmp_path)
-    wheel_dir = tmp_path / "attnbook-wheel"
-    source = tmp_path / "attnbook-src"
-    shutil.copytree(ROOT / "code" / "attnbook", source / "code" / "attnbook", ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(ROOT / name, source / name)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheel_dir), str(source)], check=True)
-    (attnbook_wheel,) = wheel_dir.glob("attnbook-*.whl")
+    attnbook_wheel = reader_envs.attnbook_wheel(Path(sys.executable), tmp_path / "attnbook")
 
     script = []
     for line in _readme_linux_recipe():

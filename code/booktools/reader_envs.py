@@ -83,20 +83,24 @@ def kernels_of(env: Path):
         os.environ.update(saved)
 
 
+def attnbook_wheel(python: Path, out: Path) -> Path:
+    """A wheel of ``attnbook`` built from the checkout into ``out``, as `pip install git+…@commit` builds it from a
+    clone: from a copy of what the build reads, so setuptools' build/ folder lands in the copy, not the checkout."""
+    source = out / "src"
+    shutil.copytree(ROOT / "code" / "attnbook", source / "code" / "attnbook", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    _quiet([str(python), "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out / "wheels"), str(source)])
+    (wheel,) = (out / "wheels").glob("attnbook-*.whl")
+    return wheel
+
+
 def _install_attnbook(python: Path, cons: list[str]) -> None:
     """attnbook from a wheel of this checkout, then its declared dependencies."""
     with tempfile.TemporaryDirectory() as tmp:
-        # The package as a wheel, like `pip install git+…@commit` builds it from a clone: a copy of what the
-        # build reads, so setuptools' build/ folder lands in the copy, not in the checkout.
-        source, wheels = Path(tmp) / "src", Path(tmp) / "wheels"
-        shutil.copytree(ROOT / "code" / "attnbook", source / "code" / "attnbook",
-                        ignore=shutil.ignore_patterns("__pycache__"))
-        for name in ("pyproject.toml", "README.md"):
-            shutil.copy(ROOT / name, source / name)
-        _quiet([str(python), "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(source)])
-        wheel = [str(w) for w in wheels.glob("attnbook-*.whl")]
-        _pip(python, *cons, "--force-reinstall", "--no-deps", *wheel)
-        _pip(python, *cons, *wheel)  # its declared dependencies
+        wheel = str(attnbook_wheel(python, Path(tmp)))
+        _pip(python, *cons, "--force-reinstall", "--no-deps", wheel)
+        _pip(python, *cons, wheel)  # its declared dependencies
 
 
 def colab_env(path: Path, constraints: Path | None = ROOT / "constraints.txt") -> str:
