@@ -100,3 +100,12 @@ def test_ten_files_of_ten_functions(tmp_path):
     assert out.returncode == 0, out.stdout[-2000:]
     print(f"10 files: {cpu:.1f} s CPU, {wall:.1f} s wall")
     assert cpu < 2 * 60, cpu            # 2 cores x 60 s
+
+
+def test_forged_frames_fail_this_file_and_not_the_next(tmp_path):
+    _copy(tmp_path, "forge_frames.py", "victim_sinusoidal.py")
+    out, reports = _report(tmp_path, "forge_frames.py", "victim_sinusoidal.py")
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr[-2000:]
+    forged = reports["forge_frames.py"]
+    assert forged["error"] or not any(r["passed"] for r in forged["results"]), forged
+    assert reports["victim_sinusoidal.py"]["results"][0]["passed"]

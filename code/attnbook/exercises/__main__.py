@@ -107,9 +107,14 @@ class Worker:
                 worker.kill()
                 raise _Stopped("died") from None
             r = worker._read()
-            got = r["got"] if "got_type" not in r else type(str(r["got_type"]), (), {})()
-            return Call(got=got, error=r["error"], not_implemented=bool(r["not_implemented"]),
-                        changed=tuple(r["changed"]), seen=tuple(r["seen"]))
+            try:                                       # a frame the student's code forged is not a reply
+                got = r["got"] if "got_type" not in r else type(str(r["got_type"]), (), {})()
+                error = None if r["error"] is None else tuple(str(e) for e in r["error"])
+                return Call(got=got, error=error, not_implemented=bool(r["not_implemented"]),
+                            changed=tuple(str(c) for c in r["changed"]), seen=tuple(str(c) for c in r["seen"]))
+            except (KeyError, TypeError, ValueError):
+                worker.kill()
+                raise _Stopped("died") from None
 
         def stand_in(*args, **kwargs):                # a checker calling fn directly (mistake recognition)
             c = call(args, kwargs, (), None)
@@ -140,6 +145,9 @@ def _grade_one(worker: Worker, name: str, timeout: float) -> Result:
     worker.start_clock(timeout)
     try:
         out = tuple(checker(worker.fn(name)))
+    except Exception as err:                           # noqa: BLE001 -- an output no comparison foresaw
+        worker.kill()
+        return Result(name, False, f"未通过：学生函数的输出无法检查（{type(err).__name__}: {err}）。"[:300], "crash")
     except _Stopped as why:
         label, inputs = _runner._last_progress[0] or ("", "")
         case = f"（情形：{label}）" if label else ""
@@ -165,6 +173,10 @@ def grade(path: Path, timeout: float, memory_mb: int, seed: int, import_limit: f
     except _Stopped as why:
         report["error"] = (f"无法导入 {path}：" + (f"导入超过 {import_limit:g} 秒（文件顶层的代码停不下来？）"
                                                   if str(why) == "timeout" else "进程在导入时退出了（os._exit？）"))
+        return report
+    if not isinstance(hello, dict) or not isinstance(hello.get("functions", []), list):
+        worker.kill()
+        report["error"] = f"无法导入 {path}：导入时写出了无法识别的内容。"
         return report
     if "import_error" in hello:
         worker.kill()
