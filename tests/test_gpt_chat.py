@@ -1,7 +1,7 @@
 """The GPT chat widget: attnbook.gpt_export against the torch model, the extension's weights file against
 weights_script, and the static page in chromium (served over HTTP and from file://) against torch: logits on
 20 prompts, greedy and sampled continuations, attention rows, unseen characters. The model has the chapter's
-sizes (D 64, 4 heads, 2 layers, d_ff 512, tied output layer with bias, 2,423 characters) and random, enlarged
+sizes (D 64, 4 heads, 2 layers, d_ff 256, tied output layer with bias, 2,423 characters) and random, enlarged
 weights (seeded), so that logits span tens of units and attention is peaked. The built chapter is checked in
 test_gpt_chat_book.py."""
 
@@ -27,7 +27,7 @@ from attnbook.widgets.gpt_chat import mulberry32
 from conftest import ROOT, visit
 
 ITOS = ["<pad>", "<unk>", "\n"] + [chr(0x4E00 + i) for i in range(2420)]   # 2,423 ids, as the chapter's vocab
-CONFIG = dict(d_model=64, num_heads=4, num_layers=2, d_ff=512)
+CONFIG = dict(d_model=64, num_heads=4, num_layers=2, d_ff=256)
 CTX = 64
 UNSEEN = "Ω😀龘"                                                            # outside ITOS
 PAGE = "<!doctype html><meta charset='utf-8'><link rel='icon' href='data:,'><body>{}</body>"   # no favicon request

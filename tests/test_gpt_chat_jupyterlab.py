@@ -17,7 +17,7 @@ def test_gpt_chat_runs_in_a_live_kernel(browser, jupyterlab):  # noqa: F811
         "import json, attnbook, torch\n"
         "torch.manual_seed(0)\n"
         "itos = ['<pad>', '<unk>', '\\n'] + [chr(0x4E00 + i) for i in range(300)]\n"
-        "m = attnbook.DecoderOnlyLM(len(itos), 64, 4, 2, 512, output_bias=True)\n"
+        "m = attnbook.DecoderOnlyLM(len(itos), 64, 4, 2, 256, output_bias=True)\n"
         "with torch.no_grad():\n"
         "    m.embed.weight.normal_(0, 0.5); m.final_norm.weight.normal_(0, 1)\n"
         "w = attnbook.GptChatWidget(m, itos, '一丁七万')\n"
