@@ -85,12 +85,14 @@ def test_markdown_has_no_sphinx_only_syntax_left(chapter):
     assert not notebooks.LABEL_LINE.search(text), notebooks.LABEL_LINE.search(text)[0]
 
 
-def test_no_doubled_exercise_word_on_any_page():
-    """"练习 {ref}`ex-…`" prints 练习练习 (the reference already says 练习 N.M): no built page may show it."""
+def test_pages_have_no_doubled_exercise_word_nor_english_toggle():
+    """"练习 {ref}`ex-…`" prints 练习练习 (the reference already says 练习 N.M); hidden cells' toggles are Chinese."""
     pages = sorted((ROOT / "_build" / "html" / "chapters").glob("*.html"))
     assert pages, "run `make book` first"
-    doubled = [p.name for p in pages if "练习练习" in re.sub(r"<[^>]+>|\s+", "", p.read_text(encoding="utf-8"))]
-    assert not doubled, doubled
+    texts = {p.name: re.sub(r"<[^>]+>|\s+", "", p.read_text(encoding="utf-8")) for p in pages}
+    assert not [name for name, text in texts.items() if "练习练习" in text]
+    assert not [name for name, text in texts.items() if "codecellsource" in text or "codecelloutputs" in text]
+    assert any("显示代码" in text for text in texts.values())
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
