@@ -176,6 +176,7 @@ def fix_pdf(path: Path) -> dict:
 
 
 DOUBLED = re.compile(r"^(?P<num>(?:\d+\.)+\s+)?(?P=num)?(?P<text>.{2,}?)\s*(?P=text)$", re.S)
+DOUBLED_NUMBER = re.compile(r"^(?P<num>(?:\d+\.)+\s+)(?P=num)")
 
 
 def undoubled(title: str) -> str:
@@ -184,9 +185,17 @@ def undoubled(title: str) -> str:
     Chromium writes some bookmarks with the heading's text twice (30 of 301 in one print, not only headings with
     a label anchor); the number and the words each come twice, one after the other."""
     m = DOUBLED.match(title)
-    if not m or (m["num"] and not title.startswith(m["num"] * 2)):
+    if m and not (m["num"] and not title.startswith(m["num"] * 2)):
+        return f"{m['num'] or ''}{m['text']}"
+    n = DOUBLED_NUMBER.match(title)
+    if not n:
         return title
-    return f"{m['num'] or ''}{m['text']}"
+    # the number twice and only the words before the last "→ 矩阵乘" twice: "4.2. 4.2. AAB" -> "4.2. AB"
+    rest = title[n.end():]
+    for k in range(len(rest) // 2, 1, -1):
+        if rest[k:].lstrip().startswith(rest[:k]):
+            return n["num"] + rest[:k] + rest[k:].lstrip()[k:]
+    return n["num"] + rest
 
 
 def fix_outline(path: Path) -> int:
