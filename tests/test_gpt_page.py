@@ -57,3 +57,17 @@ def test_page_model_without_layers_is_a_bigram_and_starts_from_the_unigram():
         logits = lm(ids)
         torch.testing.assert_close(logits[0, 3], lm(ids[0:1, 3:4])[0, 0])     # the current token alone decides
         assert float((logits.log_softmax(-1) - ns["log_unigram"]).abs().mean()) < 0.15   # small embeddings: ~ unigram
+
+
+@pytest.mark.parametrize("d_ff", [None, 32])
+def test_a_fresh_page_block_is_the_identity(d_ff):
+    """The last projection of each sublayer starts at zero, so a model with fresh blocks is the no-layer model."""
+    ns = page_namespace()
+    torch.manual_seed(0)
+    block = ns["Block"](2, d_ff)
+    x = torch.randn(3, 7, D)
+    with torch.no_grad():
+        torch.testing.assert_close(block(x), x, rtol=0, atol=0)
+        for p in block.parameters():                       # after a change, it is no longer the identity
+            p.add_(0.1)
+        assert float((block(x) - x).abs().max()) > 1e-3
