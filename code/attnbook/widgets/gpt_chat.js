@@ -118,10 +118,7 @@ function gptRunner(w) {
 
 function pickNext(z, o, draw) {                   // greedy: argmax; else inverse CDF of keptProbs at u
   if (o.greedy) return z.reduce((best, v, i) => (v > z[best] ? i : best), 0);
-  const q = keptProbs(z, o.temperature, o.top_k, o.top_p), u = draw();
-  let cdf = 0;
-  for (let j = 0; j < q.length; j++) { cdf += q[j]; if (cdf > u) return j; }
-  return q.length - 1;
+  return pickAt(keptProbs(z, o.temperature, o.top_k, o.top_p), draw());
 }
 
 const SHOWN = { "\n": "⏎", "<unk>": "□", "<pad>": "□" };

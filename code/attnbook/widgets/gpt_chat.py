@@ -22,7 +22,7 @@ import torch
 import traitlets as t
 
 from ..gpt_export import export_weights, load_weights
-from ..sampling import sampling_probs
+from .sampling_explorer import kept_probs, pick_at
 from .static import StaticFallbackWidget, is_number
 
 _M32 = 0xFFFFFFFF
@@ -122,7 +122,5 @@ class GptChatWidget(StaticFallbackWidget):
             if self.greedy:
                 ids.append(int(z.argmax()))
                 continue
-            q = sampling_probs(z, self.temperature, self.top_k or None, None if self.top_p >= 1 else self.top_p)
-            cdf, u = q.cumsum(0), next(draws)
-            ids.append(int((cdf <= u).sum().clamp(max=len(cdf) - 1)))
+            ids.append(pick_at(kept_probs(z, self.temperature, self.top_k, self.top_p), next(draws)))
         return [self.weights["itos"][i] for i in ids[len(prompt):]]

@@ -36,9 +36,7 @@ function render({ model, el }) {
     const i = model.get("prompt_index"), T = model.get("temperature");
     const K = model.get("top_k"), P = model.get("top_p");
     const tokens = model.get("tokens")[i], q = keptProbs(model.get("logits")[i], T, K, P);
-    const u = model.get("uniforms")[i];
-    let cdf = 0, pick = n - 1;
-    for (let j = 0; j < n; j++) { cdf += q[j]; if (cdf > u) { pick = j; break; } }
+    const u = model.get("uniforms")[i], pick = pickAt(q, u);
     select.value = i;
     t.input.value = Math.log10(T); t.out.textContent = `= ${T.toFixed(2)}`;
     k.input.value = K; k.out.textContent = K > 0 ? `= ${K}` : "关";

@@ -12,6 +12,17 @@ from ..sampling import sampling_probs
 from .static import StaticFallbackWidget, index_in, is_number
 
 
+def kept_probs(z: torch.Tensor, temperature: float, top_k: int, top_p: float) -> torch.Tensor:
+    """sampling_rules.js's keptProbs: :func:`attnbook.sampling_probs` with the widgets' off values (top_k 0, top_p 1)."""
+    return sampling_probs(z, temperature, top_k or None, None if top_p >= 1 else top_p)
+
+
+def pick_at(q: torch.Tensor, u: float) -> int:
+    """sampling_rules.js's pickAt: the first index whose cumulative probability exceeds u (inverse CDF)."""
+    cdf = q.cumsum(0)
+    return int((cdf <= u).sum().clamp(max=len(cdf) - 1))
+
+
 class SamplingWidget(StaticFallbackWidget):
     """Bars of the N most probable next tokens after each prompt, filtered and renormalised as
     :func:`attnbook.sampling_probs` does (temperature -> top-k -> top-p), with the token a fixed
@@ -72,11 +83,8 @@ class SamplingWidget(StaticFallbackWidget):
     def probabilities(self) -> torch.Tensor:
         """The renormalised probabilities of the N candidates of the current prompt (0 = dropped). Shape: (N,)."""
         z = torch.tensor(self.logits[self.prompt_index], dtype=torch.float64)
-        return sampling_probs(z, self.temperature, self.top_k or None, None if self.top_p >= 1 else self.top_p)
+        return kept_probs(z, self.temperature, self.top_k, self.top_p)
 
     def drawn(self) -> str:
         """The token the fixed uniform draw u picks: the first whose cumulative probability exceeds u."""
-        cdf = self.probabilities().cumsum(0)
-        u = self.uniforms[self.prompt_index]
-        index = int((cdf <= u).sum().clamp(max=len(cdf) - 1))
-        return self.tokens[self.prompt_index][index]
+        return self.tokens[self.prompt_index][pick_at(self.probabilities(), self.uniforms[self.prompt_index])]

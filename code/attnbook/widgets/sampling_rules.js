@@ -1,5 +1,6 @@
 // The sampling rules of attnbook.sampling (temperature -> top-k -> top-p, ties kept), shared by the widgets
-// that sample: keptProbs(z, T, k, p) gives the renormalised probabilities (0 = dropped); k = 0 and p = 1 mean off.
+// that sample: keptProbs(z, T, k, p) gives the renormalised probabilities (0 = dropped); k = 0 and p = 1 mean off;
+// pickAt(q, u) is the index a uniform draw u picks (inverse CDF).
 
 function keptProbs(z, T, k, p) {
   let s = z.map((v) => v / T);
@@ -18,4 +19,10 @@ function keptProbs(z, T, k, p) {
     q = q.map((v, i) => (kept[i] ? v / mass : 0));
   }
   return q;
+}
+
+function pickAt(q, u) {                           // the first index whose cumulative probability exceeds u
+  let cdf = 0;
+  for (let j = 0; j < q.length; j++) { cdf += q[j]; if (cdf > u) return j; }
+  return q.length - 1;
 }
