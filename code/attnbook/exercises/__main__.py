@@ -46,7 +46,7 @@ class _Stopped(BaseException):
 class Worker:
     """A student's file imported in a fresh interpreter; ``fn(name)`` is a stand-in the checkers can call."""
 
-    def __init__(self, path: Path, memory_mb: int, seed: int):
+    def __init__(self, path: Path, memory_mb: int):
         req_r, self._req_w = os.pipe()
         self._res_r, res_w = os.pipe()
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(PACKAGE_ROOT), os.environ.get("PYTHONPATH", "")]),
@@ -160,14 +160,14 @@ def _grade_one(worker: Worker, name: str, timeout: float) -> Result:
     return Result(name, bool(passed), message, mistake)
 
 
-def grade(path: Path, timeout: float, memory_mb: int, seed: int, import_limit: float = 60.0,
+def grade(path: Path, timeout: float, memory_mb: int, import_limit: float = 60.0,
           worker: Worker | None = None) -> dict:
     """One student's report: {"file", "error", "results": [{"name", "passed", "mistake", "message"}]}."""
     report = {"file": str(path), "error": None, "results": []}
     if not path.is_file():
         report["error"] = f"找不到文件：{path}"
         return report
-    worker = worker or Worker(path, memory_mb, seed)
+    worker = worker or Worker(path, memory_mb)
     try:
         hello = worker.hello(import_limit)
     except _Stopped as why:
@@ -187,7 +187,7 @@ def grade(path: Path, timeout: float, memory_mb: int, seed: int, import_limit: f
         if name not in found:
             continue
         if worker.proc.poll() is not None or worker._in.closed:
-            worker = Worker(path, memory_mb, seed)     # the last exercise killed it: a fresh one
+            worker = Worker(path, memory_mb)           # the last exercise killed it: a fresh one
             try:
                 worker.hello(import_limit)
             except _Stopped:
@@ -238,10 +238,10 @@ def main(argv: list[str] | None = None) -> int:
     _cases.set_seed(args.seed)
     reports, ahead = [], None
     for i, path in enumerate(args.files):
-        worker = ahead if ahead is not None else (Worker(path, args.memory, args.seed) if path.is_file() else None)
+        worker = ahead if ahead is not None else (Worker(path, args.memory) if path.is_file() else None)
         nxt = args.files[i + 1] if i + 1 < len(args.files) else None
-        ahead = Worker(nxt, args.memory, args.seed) if nxt is not None and nxt.is_file() else None  # imports meanwhile
-        report = grade(path, args.timeout, args.memory, args.seed, worker=worker)
+        ahead = Worker(nxt, args.memory) if nxt is not None and nxt.is_file() else None  # imports meanwhile
+        report = grade(path, args.timeout, args.memory, worker=worker)
         _print(report, len(args.files) > 1)
         reports.append(report)
     if args.json:

@@ -18,11 +18,16 @@ import sys
 __all__ = ["send", "recv"]
 
 
-def send(f, obj) -> None:
+def _dump(obj) -> bytes:
     import torch
     buf = io.BytesIO()
     torch.save(obj, buf)
-    data = buf.getvalue()
+    return buf.getvalue()
+
+
+def send(f, obj, data: bytes | None = None) -> None:
+    """One frame: ``obj`` as torch.save bytes (``data``, when they are already at hand)."""
+    data = _dump(obj) if data is None else data
     f.write(struct.pack("<Q", len(data)) + data)
     f.flush()
 
@@ -68,12 +73,12 @@ def main(argv: list[str]) -> None:
         reply = {"got": call.got, "error": call.error, "not_implemented": call.not_implemented,
                  "changed": call.changed, "seen": call.seen}
         try:                                   # only what the teacher's safe load accepts travels
-            buf = io.BytesIO()
-            torch.save(call.got, buf)
-            torch.load(io.BytesIO(buf.getvalue()), weights_only=True)
-        except Exception:                      # noqa: BLE001 -- got is not a tensor, list, number …
+            data = _dump(reply)
+            torch.load(io.BytesIO(data), weights_only=True)
+        except Exception:                      # noqa: BLE001 -- got is not a tensor, list, number … (or not picklable)
             reply["got"], reply["got_type"] = None, type(call.got).__name__
-        send(wf, reply)
+            data = _dump(reply)
+        send(wf, reply, data)
 
 
 if __name__ == "__main__":
