@@ -314,7 +314,7 @@ def main() -> None:
     config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
     repo, ref = config["repository"], book_ref()
     url = repo["url"].rstrip("/")
-    build = Build(args.html, config["html"]["baseurl"]) if args.html else book_build()
+    build = Build(args.html, config["html"]["baseurl"])      # --html defaults to _build/html
     for chapter in chapter_sources():
         target = args.out / chapter.relative_to(ROOT).with_suffix(".ipynb")
         target.parent.mkdir(parents=True, exist_ok=True)
